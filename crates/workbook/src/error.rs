@@ -1,0 +1,76 @@
+//! The library's one error type.
+//!
+//! Every failure a user can cause (a bad graph, a corrupt file, a mismatched checkpoint) gets a
+//! variant whose message says what is wrong *and* how to fix it. Candle's own errors pass through
+//! as [`WorkbookError::Candle`] so `?` works on tensor code.
+//!
+//! ```
+//! use workbook::WorkbookError;
+//! let err = WorkbookError::InvalidGraph("edge_index has shape [3, 4]".into());
+//! assert!(err.to_string().contains("[3, 4]"));
+//! ```
+
+use std::path::PathBuf;
+
+/// Errors returned by the workbook library.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkbookError {
+    /// The graph (features, edge index, weights, labels) is malformed.
+    #[error("invalid graph: {0}")]
+    InvalidGraph(String),
+
+    /// A layer or model configuration is not usable.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+
+    /// A weights file does not fit the model it is loaded into. Every problem is listed.
+    #[error("weights do not fit the model ({} problem(s)):\n  - {}", .0.len(), .0.join("\n  - "))]
+    WeightsMismatch(Vec<String>),
+
+    /// A file could not be read or parsed.
+    #[error("{path}: {message}")]
+    File { path: PathBuf, message: String },
+
+    /// A dataset name or spec was not understood.
+    #[error("unknown dataset '{0}': use karate, cora, citeseer or csbm:<nodes> (e.g. csbm:10000)")]
+    UnknownDataset(String),
+
+    /// Reading a Planetoid dataset failed.
+    #[error(transparent)]
+    Planetoid(#[from] planetoid::PlanetoidError),
+
+    /// Downloading a dataset failed.
+    #[error("download of {url} failed: {message}")]
+    Download { url: String, message: String },
+
+    /// An error from candle (tensor maths, devices, dtypes).
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+
+    /// An I/O error with the path it concerns.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = WorkbookError> = std::result::Result<T, E>;
+
+impl WorkbookError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        WorkbookError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn file(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        WorkbookError::File {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! `GatV2Conv`: dynamic graph attention (Brody, Alon & Yahav, 2022), as PyG's `GATv2Conv`.
+//!
+//! For every edge `j → i` and head `h`:
+//! `e_ji = aᵀ LeakyReLU(W_r x_i + W_l x_j)`, `α_ji = softmax_j(e_ji)` over the edges into `i`
+//! (stabilised with `i`'s own maximum, [`crate::ops::segment_softmax`]), and
+//! `x'_i = Σ_j α_ji W_l x_j`. Heads are concatenated or averaged, then a bias is added.
+//!
+//! Unlike PyG before 2.5 (issue 8741: attention kept in `self._alpha` during `forward`, racy
+//! under concurrent inference), the layer keeps nothing between calls: [`GatV2Conv::forward`]
+//! takes `&self` and *returns* the attention weights together with the edge index they belong
+//! to (after self-loop handling), in one [`GatV2Output`].
+//!
+//! PyG names: `lin_l.weight` `[H·C, in]`, `lin_l.bias`, `lin_r.weight`, `lin_r.bias`,
+//! `att` `[1, H, C]`, `bias` (`[H·C]` when concatenating, `[C]` when averaging). With
+//! `share_weights`, `lin_r` is `lin_l` (PyG still lists both names in its `state_dict`).
+//!
+//! ```
+//! use workbook::candle_core::{DType, Device, Tensor};
+//! use workbook::candle_nn::{VarBuilder, VarMap};
+//! use workbook::{EdgeIndex, GatV2Config, GatV2Conv};
+//! let dev = Device::Cpu;
+//! let varmap = VarMap::new();
+//! let conv = GatV2Conv::new(GatV2Config::new(4, 3).heads(2), VarBuilder::from_varmap(&varmap, DType::F32, &dev)).unwrap();
+//! let x = Tensor::ones((3, 4), DType::F32, &dev).unwrap();
+//! let ei = EdgeIndex::new(&[0, 1, 2], &[1, 2, 0], 3, &dev).unwrap();
+//! let out = conv.forward(&x, &ei).unwrap();
+//! assert_eq!(out.out.dims(), &[3, 6]);                     // 2 heads × 3 channels, concatenated
+//! assert_eq!(out.attention.edge_index.num_edges(), 3 + 3); // + one self-loop per node
+//! assert_eq!(out.attention.weights.dims(), &[6, 2]);       // one weight per edge and head
+//! ```
+
+use super::gcn_conv::check_features;
+use super::init::glorot;
+use crate::edge_index::EdgeIndex;
+use crate::error::{Result, WorkbookError};
+use crate::ops::segment_softmax;
+use crate::train::dropout::Dropout;
+use candle_core::{DType, Device, Tensor, D};
+use candle_nn::VarBuilder;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+/// `GATv2Conv`'s constructor arguments, with PyG's names and defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatV2Config {
+    pub in_channels: usize,
+    /// Channels per head (`C`).
+    pub out_channels: usize,
+    #[serde(default = "one")]
+    pub heads: usize,
+    /// Concatenate heads (`[N, H·C]`); otherwise average them (`[N, C]`).
+    #[serde(default = "yes")]
+    pub concat: bool,
+    #[serde(default = "slope")]
+    pub negative_slope: f64,
+    /// Dropout on the attention weights, in training only.
+    #[serde(default)]
+    pub dropout: f64,
+    /// Remove existing self-loops, then add one per node.
+    #[serde(default = "yes")]
+    pub add_self_loops: bool,
+    /// Use one linear map for sources and targets (`lin_r = lin_l`).
+    #[serde(default)]
+    pub share_weights: bool,
+    #[serde(default = "yes")]
+    pub bias: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+fn one() -> usize {
+    1
+}
+fn slope() -> f64 {
+    0.2
+}
+
+impl GatV2Config {
+    /// PyG's defaults: one head, concatenated, slope 0.2, no dropout, self-loops, bias.
+    pub fn new(in_channels: usize, out_channels: usize) -> Self {
+        Self {
+            in_channels,
+            out_channels,
+            heads: 1,
+            concat: true,
+            negative_slope: 0.2,
+            dropout: 0.0,
+            add_self_loops: true,
+            share_weights: false,
+            bias: true,
+        }
+    }
+
+    /// Sets the number of heads.
+    pub fn heads(mut self, heads: usize) -> Self {
+        self.heads = heads;
+        self
+    }
+
+    /// Width of the layer's output.
+    pub fn output_width(&self) -> usize {
+        if self.concat {
+            self.heads * self.out_channels
+        } else {
+            self.out_channels
+        }
+    }
+
+    /// Parameter names (without prefix) and shapes, in PyG's `state_dict` order.
+    pub fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let hc = self.heads * self.out_channels;
+        let mut p = vec![("lin_l.weight".to_string(), vec![hc, self.in_channels])];
+        if self.bias {
+            p.push(("lin_l.bias".to_string(), vec![hc]));
+        }
+        p.push(("lin_r.weight".to_string(), vec![hc, self.in_channels]));
+        if self.bias {
+            p.push(("lin_r.bias".to_string(), vec![hc]));
+        }
+        p.push(("att".to_string(), vec![1, self.heads, self.out_channels]));
+        if self.bias {
+            p.push(("bias".to_string(), vec![self.output_width()]));
+        }
+        p
+    }
+
+    /// Checks values PyG would accept but that make no sense.
+    pub fn validate(&self) -> Result<()> {
+        if self.heads == 0 || self.out_channels == 0 || self.in_channels == 0 {
+            return Err(WorkbookError::InvalidConfig(
+                "GATv2Conv: in_channels, out_channels and heads must be at least 1".into(),
+            ));
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(WorkbookError::InvalidConfig(format!(
+                "GATv2Conv: dropout must be in [0, 1), got {}",
+                self.dropout
+            )));
+        }
+        Ok(())
+    }
+
+    /// PyG's initial values: Glorot for the linear maps and `att`, zero biases. With
+    /// `share_weights`, `lin_r` gets the same values as `lin_l`.
+    pub fn init_parameters(
+        &self,
+        rng: &mut ChaCha8Rng,
+        device: &Device,
+    ) -> Result<Vec<(String, Tensor)>> {
+        let mut out: Vec<(String, Tensor)> = Vec::new();
+        for (name, shape) in self.parameter_shapes() {
+            let t = if name.ends_with("bias") {
+                Tensor::zeros(shape.as_slice(), DType::F32, device)?
+            } else if self.share_weights && name == "lin_r.weight" {
+                out.iter().find(|(n, _)| n == "lin_l.weight").unwrap().1.clone()
+            } else {
+                glorot(&shape, rng, device)?
+            };
+            out.push((name, t));
+        }
+        Ok(out)
+    }
+}
+
+/// Attention weights and the edges they belong to.
+#[derive(Clone, Debug)]
+pub struct Attention {
+    /// The edges after self-loop handling (PyG's returned `edge_index`).
+    pub edge_index: EdgeIndex,
+    /// `[E', heads]`: `weights[e, h]` is the attention of head `h` on edge `e`.
+    pub weights: Tensor,
+}
+
+/// What a forward pass returns: the node outputs and the attention that produced them.
+#[derive(Clone, Debug)]
+pub struct GatV2Output {
+    pub out: Tensor,
+    pub attention: Attention,
+}
+
+#[derive(Clone, Debug)]
+struct Linear {
+    weight: Tensor,
+    bias: Option<Tensor>,
+}
+
+impl Linear {
+    fn load(vb: &VarBuilder, name: &str, out: usize, inp: usize, bias: bool) -> Result<Self> {
+        let vb = vb.pp(name);
+        Ok(Self {
+            weight: vb.get((out, inp), "weight")?,
+            bias: if bias {
+                Some(vb.get_with_hints(out, "bias", candle_nn::Init::Const(0.))?)
+            } else {
+                None
+            },
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = x.matmul(&self.weight.t()?)?;
+        Ok(match &self.bias {
+            Some(b) => y.broadcast_add(b)?,
+            None => y,
+        })
+    }
+}
+
+/// PyG's `GATv2Conv` (without edge features or residual connections).
+#[derive(Clone, Debug)]
+pub struct GatV2Conv {
+    config: GatV2Config,
+    lin_l: Linear,
+    /// `None` when `share_weights`: targets use `lin_l`.
+    lin_r: Option<Linear>,
+    att: Tensor,
+    bias: Option<Tensor>,
+}
+
+impl GatV2Conv {
+    /// Builds the layer from `vb` (PyG names, see the module docs).
+    pub fn new(config: GatV2Config, vb: VarBuilder) -> Result<Self> {
+        config.validate()?;
+        let hc = config.heads * config.out_channels;
+        let lin_l = Linear::load(&vb, "lin_l", hc, config.in_channels, config.bias)?;
+        let lin_r = if config.share_weights {
+            None
+        } else {
+            Some(Linear::load(&vb, "lin_r", hc, config.in_channels, config.bias)?)
+        };
+        let att = vb.get((1, config.heads, config.out_channels), "att")?;
+        let bias = if config.bias {
+            Some(vb.get_with_hints(config.output_width(), "bias", candle_nn::Init::Const(0.))?)
+        } else {
+            None
+        };
+        Ok(Self {
+            config,
+            lin_l,
+            lin_r,
+            att,
+            bias,
+        })
+    }
+
+    /// The layer's configuration.
+    pub fn config(&self) -> &GatV2Config {
+        &self.config
+    }
+
+    /// Every parameter tensor with its PyG name (without prefix).
+    pub fn named_parameters(&self) -> Vec<(String, Tensor)> {
+        let mut p = vec![("lin_l.weight".to_string(), self.lin_l.weight.clone())];
+        if let Some(b) = &self.lin_l.bias {
+            p.push(("lin_l.bias".into(), b.clone()));
+        }
+        let r = self.lin_r.as_ref().unwrap_or(&self.lin_l);
+        p.push(("lin_r.weight".into(), r.weight.clone()));
+        if let Some(b) = &r.bias {
+            p.push(("lin_r.bias".into(), b.clone()));
+        }
+        p.push(("att".into(), self.att.clone()));
+        if let Some(b) = &self.bias {
+            p.push(("bias".into(), b.clone()));
+        }
+        p
+    }
+
+    /// Evaluation-mode forward pass (no attention dropout).
+    pub fn forward(&self, x: &Tensor, edge_index: &EdgeIndex) -> Result<GatV2Output> {
+        self.forward_t(x, edge_index, None)
+    }
+
+    /// Forward pass; with `dropout` given (training), attention weights are dropped with the
+    /// layer's `dropout` probability before aggregation. The returned attention is the
+    /// softmax before dropout, as in PyG.
+    pub fn forward_t(
+        &self,
+        x: &Tensor,
+        edge_index: &EdgeIndex,
+        dropout: Option<&mut Dropout>,
+    ) -> Result<GatV2Output> {
+        check_features(x, edge_index, self.config.in_channels, "GATv2Conv")?;
+        let (h, c) = (self.config.heads, self.config.out_channels);
+        let n = edge_index.num_nodes();
+        let x_l = self.lin_l.forward(x)?.reshape((n, h, c))?;
+        let x_r = match &self.lin_r {
+            Some(lin_r) => lin_r.forward(x)?.reshape((n, h, c))?,
+            None => x_l.clone(),
+        };
+        let edges = if self.config.add_self_loops {
+            edge_index.with_self_loops()?.edge_index.clone()
+        } else {
+            edge_index.clone()
+        };
+        let x_j = x_l.index_select(edges.sources(), 0)?; // [E, H, C]
+        let x_i = x_r.index_select(edges.targets(), 0)?;
+        let s = leaky_relu(&(x_i + &x_j)?, self.config.negative_slope)?;
+        let scores = s.broadcast_mul(&self.att)?.sum(D::Minus1)?; // [E, H]
+        let alpha = segment_softmax(&scores, edges.targets(), n)?;
+        let used = match dropout {
+            Some(d) if self.config.dropout > 0.0 => d.apply(&alpha, self.config.dropout)?,
+            _ => alpha.clone(),
+        };
+        let messages = x_j.broadcast_mul(&used.unsqueeze(D::Minus1)?)?;
+        let out = Tensor::zeros((n, h, c), x.dtype(), x.device())?.index_add(
+            edges.targets(),
+            &messages,
+            0,
+        )?;
+        let out = if self.config.concat {
+            out.reshape((n, h * c))?
+        } else {
+            out.mean(1)?
+        };
+        let out = match &self.bias {
+            Some(b) => out.broadcast_add(b)?,
+            None => out,
+        };
+        Ok(GatV2Output {
+            out,
+            attention: Attention {
+                edge_index: edges,
+                weights: alpha,
+            },
+        })
+    }
+}
+
+/// `max(x, 0) + slope * min(x, 0)`, valid for any slope.
+fn leaky_relu(x: &Tensor, slope: f64) -> candle_core::Result<Tensor> {
+    x.relu()? - (x.neg()?.relu()? * slope)?
+}

@@ -1,0 +1,337 @@
+//! `GcnConv`: the graph convolution of Kipf & Welling (2017), as PyG's `GCNConv`.
+//!
+//! `X' = D̂^{-1/2} Â D̂^{-1/2} X Θ + b`, where `Â = A + I` (or `A + 2I` when `improved`) with
+//! self-loops added only for nodes that lack one (PyG's `add_remaining_self_loops`), `D̂` its
+//! weighted in-degree, and an optional edge weight in place of each 1 in `A`. Messages flow from
+//! `edge_index[0]` to `edge_index[1]`.
+//!
+//! Parameters carry PyG's names, so a PyG `state_dict` loads unchanged: `lin.weight`
+//! `[out, in]` and `bias` `[out]`.
+//!
+//! `cached` keeps the normalised edges after the first call, as PyG does for transductive
+//! training. PyG then silently reuses them for any graph; this layer refuses a graph of another
+//! size instead (see [`GcnConv::forward`]).
+//!
+//! ```
+//! use workbook::candle_core::{DType, Device, Tensor};
+//! use workbook::candle_nn::{VarBuilder, VarMap};
+//! use workbook::{EdgeIndex, GcnConfig, GcnConv};
+//! let dev = Device::Cpu;
+//! let varmap = VarMap::new();
+//! let vb = VarBuilder::from_varmap(&varmap, DType::F32, &dev);
+//! let conv = GcnConv::new(GcnConfig::new(4, 2), vb).unwrap();
+//! let x = Tensor::ones((3, 4), DType::F32, &dev).unwrap();
+//! let ei = EdgeIndex::new(&[0, 1, 1, 2], &[1, 0, 2, 1], 3, &dev).unwrap();
+//! let out = conv.forward(&x, &ei, None).unwrap();
+//! assert_eq!(out.dims(), &[3, 2]);
+//! ```
+
+use super::init::glorot;
+use crate::edge_index::EdgeIndex;
+use crate::error::{Result, WorkbookError};
+use candle_core::{DType, Device, Tensor, D};
+use candle_nn::VarBuilder;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::sync::OnceLock;
+
+/// `GCNConv`'s constructor arguments, with PyG's names and defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GcnConfig {
+    pub in_channels: usize,
+    pub out_channels: usize,
+    /// Self-loops weigh 2 instead of 1 (`Â = A + 2I`).
+    #[serde(default)]
+    pub improved: bool,
+    /// Reuse the normalised edges of the first call.
+    #[serde(default)]
+    pub cached: bool,
+    /// Add self-loops (only where missing) before normalising.
+    #[serde(default = "yes")]
+    pub add_self_loops: bool,
+    /// Apply the symmetric normalisation; without it, edge weights (or 1) are used as given.
+    #[serde(default = "yes")]
+    pub normalize: bool,
+    /// Learn an additive bias.
+    #[serde(default = "yes")]
+    pub bias: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl GcnConfig {
+    /// PyG's defaults for the given sizes.
+    pub fn new(in_channels: usize, out_channels: usize) -> Self {
+        Self {
+            in_channels,
+            out_channels,
+            improved: false,
+            cached: false,
+            add_self_loops: true,
+            normalize: true,
+            bias: true,
+        }
+    }
+
+    /// Parameter names (without prefix) and shapes, in PyG's `state_dict` order.
+    pub fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let mut p = vec![(
+            "lin.weight".to_string(),
+            vec![self.out_channels, self.in_channels],
+        )];
+        if self.bias {
+            p.push(("bias".to_string(), vec![self.out_channels]));
+        }
+        p
+    }
+
+    /// PyG's initial values: Glorot weights, zero bias.
+    pub fn init_parameters(
+        &self,
+        rng: &mut ChaCha8Rng,
+        device: &Device,
+    ) -> Result<Vec<(String, Tensor)>> {
+        let mut out = Vec::new();
+        for (name, shape) in self.parameter_shapes() {
+            let t = if name == "bias" {
+                Tensor::zeros(shape.as_slice(), DType::F32, device)?
+            } else {
+                glorot(&shape, rng, device)?
+            };
+            out.push((name, t));
+        }
+        Ok(out)
+    }
+}
+
+/// Normalised edges: the edge index after self-loop handling and one weight per edge.
+#[derive(Clone, Debug)]
+pub struct NormalizedEdges {
+    pub edge_index: EdgeIndex,
+    pub weight: Option<Tensor>,
+}
+
+/// PyG's `GCNConv`.
+#[derive(Debug)]
+pub struct GcnConv {
+    config: GcnConfig,
+    weight: Tensor,
+    bias: Option<Tensor>,
+    cache: OnceLock<NormalizedEdges>,
+}
+
+impl Clone for GcnConv {
+    fn clone(&self) -> Self {
+        let cache = OnceLock::new();
+        if let Some(c) = self.cache.get() {
+            let _ = cache.set(c.clone());
+        }
+        Self {
+            config: self.config.clone(),
+            weight: self.weight.clone(),
+            bias: self.bias.clone(),
+            cache,
+        }
+    }
+}
+
+impl GcnConv {
+    /// Builds the layer, taking `lin.weight` (and `bias`) from `vb`. With a `VarMap`-backed
+    /// builder, missing parameters are created with candle's default initialiser; use
+    /// [`GcnConfig::init_parameters`] for PyG's.
+    pub fn new(config: GcnConfig, vb: VarBuilder) -> Result<Self> {
+        let weight = vb.get((config.out_channels, config.in_channels), "lin.weight")?;
+        let bias = if config.bias {
+            Some(vb.get_with_hints(config.out_channels, "bias", candle_nn::Init::Const(0.))?)
+        } else {
+            None
+        };
+        Ok(Self {
+            config,
+            weight,
+            bias,
+            cache: OnceLock::new(),
+        })
+    }
+
+    /// The layer's configuration.
+    pub fn config(&self) -> &GcnConfig {
+        &self.config
+    }
+
+    /// `lin.weight`, `[out, in]`.
+    pub fn weight(&self) -> &Tensor {
+        &self.weight
+    }
+
+    /// `bias`, `[out]`, if the layer has one.
+    pub fn bias(&self) -> Option<&Tensor> {
+        self.bias.as_ref()
+    }
+
+    /// Every parameter tensor with its PyG name (without prefix).
+    pub fn named_parameters(&self) -> Vec<(String, Tensor)> {
+        let mut p = vec![("lin.weight".to_string(), self.weight.clone())];
+        if let Some(b) = &self.bias {
+            p.push(("bias".to_string(), b.clone()));
+        }
+        p
+    }
+
+    /// The cached normalised edges, if `cached` is on and a forward pass has filled them.
+    pub fn cached_edges(&self) -> Option<&NormalizedEdges> {
+        self.cache.get()
+    }
+
+    /// Forgets the cached normalisation (PyG: `conv._cached_edge_index = None`).
+    pub fn clear_cache(&mut self) {
+        self.cache = OnceLock::new();
+    }
+
+    /// Runs the layer on node features `x` (`[N, in]`), edges, and optional weights (`[E]`).
+    pub fn forward(
+        &self,
+        x: &Tensor,
+        edge_index: &EdgeIndex,
+        edge_weight: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        check_features(x, edge_index, self.config.in_channels, "GCNConv")?;
+        if let Some(w) = edge_weight {
+            check_edge_weight(w, edge_index)?;
+        }
+        let h = x.matmul(&self.weight.t()?)?;
+        let edges = self.edges(edge_index, edge_weight, x.dtype())?;
+        let out = propagate(&h, &edges.edge_index, edges.weight.as_ref())?;
+        Ok(match &self.bias {
+            Some(b) => out.broadcast_add(b)?,
+            None => out,
+        })
+    }
+
+    fn edges(
+        &self,
+        edge_index: &EdgeIndex,
+        edge_weight: Option<&Tensor>,
+        dtype: DType,
+    ) -> Result<NormalizedEdges> {
+        if !self.config.normalize {
+            return Ok(NormalizedEdges {
+                edge_index: edge_index.clone(),
+                weight: edge_weight.cloned(),
+            });
+        }
+        if !self.config.cached {
+            return gcn_norm(edge_index, edge_weight, &self.config, dtype);
+        }
+        if let Some(c) = self.cache.get() {
+            if c.edge_index.num_nodes() != edge_index.num_nodes() {
+                return Err(WorkbookError::InvalidGraph(format!(
+                    "GCNConv(cached=true) normalised a graph of {} nodes on its first call and cannot reuse it for one of {} nodes; call clear_cache() or build the layer with cached=false",
+                    c.edge_index.num_nodes(),
+                    edge_index.num_nodes()
+                )));
+            }
+            return Ok(c.clone());
+        }
+        let fresh = gcn_norm(edge_index, edge_weight, &self.config, dtype)?;
+        Ok(self.cache.get_or_init(|| fresh).clone())
+    }
+}
+
+/// PyG's `gcn_norm`: add remaining self-loops, then weight each edge `j → i` by
+/// `w_ji / sqrt(deg(j) deg(i))`, with degrees summed over targets and `1/sqrt(0)` taken as 0.
+pub fn gcn_norm(
+    edge_index: &EdgeIndex,
+    edge_weight: Option<&Tensor>,
+    config: &GcnConfig,
+    dtype: DType,
+) -> Result<NormalizedEdges> {
+    let dev = edge_index.device();
+    let n = edge_index.num_nodes();
+    let weight = match edge_weight {
+        Some(w) => w.to_dtype(dtype)?,
+        None => Tensor::ones(edge_index.num_edges(), dtype, dev)?,
+    };
+    let (edge_index, weight) = if config.add_self_loops {
+        let fill = if config.improved { 2.0 } else { 1.0 };
+        let loops = edge_index.with_remaining_self_loops()?;
+        let with_fill = Tensor::cat(&[&weight, &Tensor::full(fill, 1, dev)?.to_dtype(dtype)?], 0)?;
+        (
+            loops.edge_index.clone(),
+            with_fill.index_select(&loops.gather, 0)?,
+        )
+    } else {
+        (edge_index.clone(), weight)
+    };
+    let deg = Tensor::zeros(n, dtype, dev)?.index_add(edge_index.targets(), &weight, 0)?;
+    // deg^-1/2 with 0 where deg is 0, without ever forming inf (its gradient would be NaN).
+    let positive = deg.gt(0.0)?.to_dtype(dtype)?;
+    let deg_inv_sqrt = (deg.maximum(f32::MIN_POSITIVE as f64)?.powf(-0.5)? * positive)?;
+    let norm = (deg_inv_sqrt.index_select(edge_index.sources(), 0)? * weight)?
+        .mul(&deg_inv_sqrt.index_select(edge_index.targets(), 0)?)?;
+    Ok(NormalizedEdges {
+        edge_index,
+        weight: Some(norm),
+    })
+}
+
+/// Sum aggregation of `h[j] * w[j→i]` into every target `i`.
+pub(crate) fn propagate(h: &Tensor, edge_index: &EdgeIndex, weight: Option<&Tensor>) -> Result<Tensor> {
+    let messages = h.index_select(edge_index.sources(), 0)?;
+    let messages = match weight {
+        Some(w) => messages.broadcast_mul(&w.unsqueeze(D::Minus1)?)?,
+        None => messages,
+    };
+    let out = Tensor::zeros((edge_index.num_nodes(), h.dim(1)?), h.dtype(), h.device())?;
+    Ok(out.index_add(edge_index.targets(), &messages, 0)?)
+}
+
+/// Checks `x` against the edge index and the layer's input width before any maths.
+pub(crate) fn check_features(
+    x: &Tensor,
+    edge_index: &EdgeIndex,
+    in_channels: usize,
+    layer: &str,
+) -> Result<()> {
+    let dims = x.dims();
+    if dims.len() != 2 {
+        return Err(WorkbookError::InvalidGraph(format!(
+            "{layer}: node features x must be [num_nodes, {in_channels}], got {dims:?}"
+        )));
+    }
+    if !x.dtype().is_float() {
+        return Err(WorkbookError::InvalidGraph(format!(
+            "{layer}: node features x must be floating point, got {:?}; convert with x.to_dtype(DType::F32)",
+            x.dtype()
+        )));
+    }
+    if dims[1] != in_channels {
+        return Err(WorkbookError::InvalidGraph(format!(
+            "{layer}: x has {} features per node but the layer expects in_channels = {in_channels}",
+            dims[1]
+        )));
+    }
+    if dims[0] != edge_index.num_nodes() {
+        return Err(WorkbookError::InvalidGraph(format!(
+            "{layer}: x has {} rows but edge_index was built for {} nodes",
+            dims[0],
+            edge_index.num_nodes()
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_edge_weight(w: &Tensor, edge_index: &EdgeIndex) -> Result<()> {
+    if w.dims() != [edge_index.num_edges()] || !w.dtype().is_float() {
+        return Err(WorkbookError::InvalidGraph(format!(
+            "edge_weight must be a float tensor of shape [{}] (one weight per edge), got {:?} {:?}",
+            edge_index.num_edges(),
+            w.dtype(),
+            w.dims()
+        )));
+    }
+    Ok(())
+}

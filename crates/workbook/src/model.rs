@@ -1,0 +1,391 @@
+//! Multi-layer models: a stack of `GCNConv` / `GATv2Conv` layers described by a JSON config.
+//!
+//! The config mirrors PyG constructors, so a PyG model is described by copying its arguments:
+//!
+//! ```json
+//! {"layers": [{"layer": "GCNConv", "in_channels": 1433, "out_channels": 16},
+//!             {"layer": "GCNConv", "in_channels": 16, "out_channels": 7}],
+//!  "activation": "relu", "dropout": 0.5}
+//! ```
+//!
+//! Layer `k` (from 1) owns the parameters prefixed `conv{k}.`, as in PyG's example models; a
+//! single layer written as `{"layer": "GCNConv", ...}` has no prefix, like a bare PyG layer.
+//! In training, `dropout` applies to each layer's input; the activation sits between layers.
+//!
+//! ```
+//! use workbook::{ModelConfig, Model, EdgeIndex};
+//! use workbook::candle_core::{DType, Device, Tensor};
+//! let config = ModelConfig::from_json(r#"{"layer": "GATv2Conv", "in_channels": 3, "out_channels": 2, "heads": 2}"#).unwrap();
+//! let (model, _vars) = Model::init(config, 0, &Device::Cpu).unwrap();
+//! let x = Tensor::ones((2, 3), DType::F32, &Device::Cpu).unwrap();
+//! let ei = EdgeIndex::new(&[0], &[1], 2, &Device::Cpu).unwrap();
+//! let out = model.forward(&x, &ei, None).unwrap();
+//! assert_eq!(out.logits.dims(), &[2, 4]);
+//! assert_eq!(out.attention.len(), 1);
+//! ```
+
+use crate::edge_index::EdgeIndex;
+use crate::error::{Result, WorkbookError};
+use crate::layers::{Attention, GatV2Config, GatV2Conv, GcnConfig, GcnConv};
+use crate::train::dropout::Dropout;
+use candle_core::{DType, Device, Tensor, Var};
+use candle_nn::{VarBuilder, VarMap};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// One layer's PyG constructor call: `{"layer": "GCNConv" | "GATv2Conv", ...arguments}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "layer")]
+pub enum LayerConfig {
+    #[serde(rename = "GCNConv")]
+    Gcn(GcnConfig),
+    #[serde(rename = "GATv2Conv")]
+    GatV2(GatV2Config),
+}
+
+impl LayerConfig {
+    /// Input width.
+    pub fn in_channels(&self) -> usize {
+        match self {
+            LayerConfig::Gcn(c) => c.in_channels,
+            LayerConfig::GatV2(c) => c.in_channels,
+        }
+    }
+
+    /// Output width (heads × channels for concatenating GATv2).
+    pub fn output_width(&self) -> usize {
+        match self {
+            LayerConfig::Gcn(c) => c.out_channels,
+            LayerConfig::GatV2(c) => c.output_width(),
+        }
+    }
+
+    /// Parameter names (without prefix) and shapes.
+    pub fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        match self {
+            LayerConfig::Gcn(c) => c.parameter_shapes(),
+            LayerConfig::GatV2(c) => c.parameter_shapes(),
+        }
+    }
+}
+
+/// The non-linearity between layers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Activation {
+    #[default]
+    Relu,
+    Elu,
+    None,
+}
+
+/// A model: layers, activation between them, and input dropout for training.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    pub layers: Vec<LayerConfig>,
+    #[serde(default)]
+    pub activation: Activation,
+    /// Dropout on each layer's input, in training only.
+    #[serde(default)]
+    pub dropout: f64,
+    /// Whether parameter names carry `conv{k}.` prefixes (false for a bare single layer).
+    #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
+    pub prefixed: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl ModelConfig {
+    /// Reads a config: either one layer (`{"layer": ...}`) or a model (`{"layers": [...]}`).
+    pub fn from_json(text: &str) -> Result<Self> {
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| WorkbookError::InvalidConfig(format!("not valid JSON: {e}")))?;
+        let config = if value.get("layer").is_some() {
+            let layer: LayerConfig = serde_json::from_value(value).map_err(|e| {
+                WorkbookError::InvalidConfig(format!(
+                    "{e} (layer configs take PyG's constructor arguments; see the docs of GcnConfig / GatV2Config)"
+                ))
+            })?;
+            ModelConfig {
+                layers: vec![layer],
+                activation: Activation::None,
+                dropout: 0.0,
+                prefixed: false,
+            }
+        } else if value.get("layers").is_some() {
+            serde_json::from_value(value)
+                .map_err(|e| WorkbookError::InvalidConfig(format!("{e}")))?
+        } else {
+            return Err(WorkbookError::InvalidConfig(
+                "a config needs \"layer\" (one PyG layer, e.g. {\"layer\": \"GCNConv\", \"in_channels\": 34, \"out_channels\": 4}) or \"layers\" (a list of them)".into(),
+            ));
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The classic two-layer GCN of Kipf & Welling: 16 hidden, ReLU, dropout 0.5.
+    pub fn gcn(in_channels: usize, hidden: usize, classes: usize) -> Self {
+        Self {
+            layers: vec![
+                LayerConfig::Gcn(GcnConfig::new(in_channels, hidden)),
+                LayerConfig::Gcn(GcnConfig::new(hidden, classes)),
+            ],
+            activation: Activation::Relu,
+            dropout: 0.5,
+            prefixed: true,
+        }
+    }
+
+    /// The two-layer GATv2 of PyG's example: 8 heads × 8 hidden, ELU, dropout 0.6 on inputs and
+    /// attention, one averaged head on the output.
+    pub fn gatv2(in_channels: usize, hidden: usize, heads: usize, classes: usize) -> Self {
+        let mut first = GatV2Config::new(in_channels, hidden).heads(heads);
+        first.dropout = 0.6;
+        let mut second = GatV2Config::new(hidden * heads, classes);
+        second.concat = false;
+        second.dropout = 0.6;
+        Self {
+            layers: vec![LayerConfig::GatV2(first), LayerConfig::GatV2(second)],
+            activation: Activation::Elu,
+            dropout: 0.6,
+            prefixed: true,
+        }
+    }
+
+    /// Checks that consecutive layers fit together.
+    pub fn validate(&self) -> Result<()> {
+        if self.layers.is_empty() {
+            return Err(WorkbookError::InvalidConfig("a model needs at least one layer".into()));
+        }
+        for (k, pair) in self.layers.windows(2).enumerate() {
+            if pair[0].output_width() != pair[1].in_channels() {
+                return Err(WorkbookError::InvalidConfig(format!(
+                    "layer {} outputs {} channels but layer {} takes in_channels = {}",
+                    k + 1,
+                    pair[0].output_width(),
+                    k + 2,
+                    pair[1].in_channels()
+                )));
+            }
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(WorkbookError::InvalidConfig(format!(
+                "dropout must be in [0, 1), got {}",
+                self.dropout
+            )));
+        }
+        for layer in &self.layers {
+            if let LayerConfig::GatV2(c) = layer {
+                c.validate()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The name prefix of layer `k` (0-based): `conv{k+1}.`, or nothing for a bare layer.
+    pub fn prefix(&self, k: usize) -> String {
+        if self.prefixed {
+            format!("conv{}.", k + 1)
+        } else {
+            String::new()
+        }
+    }
+
+    /// Every parameter the model expects, with its full PyG name and shape.
+    pub fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        self.layers
+            .iter()
+            .enumerate()
+            .flat_map(|(k, l)| {
+                let prefix = self.prefix(k);
+                l.parameter_shapes()
+                    .into_iter()
+                    .map(move |(n, s)| (format!("{prefix}{n}"), s))
+            })
+            .collect()
+    }
+}
+
+/// One layer of a model.
+#[derive(Clone, Debug)]
+pub enum Layer {
+    Gcn(GcnConv),
+    GatV2(GatV2Conv),
+}
+
+/// The result of a model's forward pass.
+#[derive(Clone, Debug)]
+pub struct ModelOutput {
+    /// The last layer's output, `[N, classes]`.
+    pub logits: Tensor,
+    /// Each GATv2 layer's attention, with the layer's name (`conv1`, ...).
+    pub attention: Vec<(String, Attention)>,
+}
+
+/// A stack of graph layers.
+#[derive(Clone, Debug)]
+pub struct Model {
+    config: ModelConfig,
+    layers: Vec<Layer>,
+}
+
+impl Model {
+    /// Builds the model, taking parameters by PyG name from `vb`.
+    pub fn new(config: ModelConfig, vb: VarBuilder) -> Result<Self> {
+        config.validate()?;
+        let layers = config
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(k, lc)| {
+                let prefix = config.prefix(k);
+                let vb = if prefix.is_empty() {
+                    vb.clone()
+                } else {
+                    vb.pp(prefix.trim_end_matches('.'))
+                };
+                Ok(match lc {
+                    LayerConfig::Gcn(c) => Layer::Gcn(GcnConv::new(c.clone(), vb)?),
+                    LayerConfig::GatV2(c) => Layer::GatV2(GatV2Conv::new(c.clone(), vb)?),
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self { config, layers })
+    }
+
+    /// A freshly initialised, trainable model (PyG's initialisation, seeded) and its variables.
+    pub fn init(config: ModelConfig, seed: u64, device: &Device) -> Result<(Self, VarMap)> {
+        config.validate()?;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let varmap = VarMap::new();
+        {
+            let mut vars = varmap.data().lock().expect("a fresh VarMap is not poisoned");
+            for (k, layer) in config.layers.iter().enumerate() {
+                let prefix = config.prefix(k);
+                let params = match layer {
+                    LayerConfig::Gcn(c) => c.init_parameters(&mut rng, device)?,
+                    LayerConfig::GatV2(c) => c.init_parameters(&mut rng, device)?,
+                };
+                for (name, t) in params {
+                    vars.insert(format!("{prefix}{name}"), Var::from_tensor(&t)?);
+                }
+            }
+        }
+        let vb = VarBuilder::from_varmap(&varmap, DType::F32, device);
+        Ok((Self::new(config, vb)?, varmap))
+    }
+
+    /// Builds the model from named tensors (e.g. a PyG `state_dict`), after checking that every
+    /// expected parameter is present with the right shape; all problems are reported at once.
+    pub fn from_tensors(
+        config: ModelConfig,
+        tensors: &HashMap<String, Tensor>,
+        device: &Device,
+    ) -> Result<Self> {
+        let mut problems = Vec::new();
+        for (name, shape) in config.parameter_shapes() {
+            match tensors.get(&name) {
+                None => problems.push(format!("missing '{name}' (expected shape {shape:?})")),
+                Some(t) if t.dims() != shape.as_slice() => problems.push(format!(
+                    "'{name}' has shape {:?} but the config needs {shape:?}",
+                    t.dims()
+                )),
+                Some(t) if t.dtype() != DType::F32 => problems.push(format!(
+                    "'{name}' is {:?}; weights must be f32 (convert with .float() in PyTorch)",
+                    t.dtype()
+                )),
+                Some(_) => {}
+            }
+        }
+        if !problems.is_empty() {
+            return Err(WorkbookError::WeightsMismatch(problems));
+        }
+        let vb = VarBuilder::from_tensors(tensors.clone(), DType::F32, device);
+        Self::new(config, vb)
+    }
+
+    /// The model's configuration.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// The layers.
+    pub fn layers(&self) -> &[Layer] {
+        &self.layers
+    }
+
+    /// Every parameter with its full PyG name.
+    pub fn named_parameters(&self) -> Vec<(String, Tensor)> {
+        self.layers
+            .iter()
+            .enumerate()
+            .flat_map(|(k, l)| {
+                let prefix = self.config.prefix(k);
+                let params = match l {
+                    Layer::Gcn(c) => c.named_parameters(),
+                    Layer::GatV2(c) => c.named_parameters(),
+                };
+                params.into_iter().map(move |(n, t)| (format!("{prefix}{n}"), t))
+            })
+            .collect()
+    }
+
+    /// Evaluation-mode forward pass.
+    pub fn forward(
+        &self,
+        x: &Tensor,
+        edge_index: &EdgeIndex,
+        edge_weight: Option<&Tensor>,
+    ) -> Result<ModelOutput> {
+        self.forward_t(x, edge_index, edge_weight, None)
+    }
+
+    /// Forward pass; passing `dropout` selects training mode (input and attention dropout).
+    pub fn forward_t(
+        &self,
+        x: &Tensor,
+        edge_index: &EdgeIndex,
+        edge_weight: Option<&Tensor>,
+        mut dropout: Option<&mut Dropout>,
+    ) -> Result<ModelOutput> {
+        let mut h = x.clone();
+        let mut attention = Vec::new();
+        let last = self.layers.len() - 1;
+        for (k, layer) in self.layers.iter().enumerate() {
+            if let Some(d) = dropout.as_deref_mut() {
+                h = d.apply(&h, self.config.dropout)?;
+            }
+            h = match layer {
+                Layer::Gcn(conv) => conv.forward(&h, edge_index, edge_weight)?,
+                Layer::GatV2(conv) => {
+                    if edge_weight.is_some() {
+                        return Err(WorkbookError::InvalidGraph(
+                            "GATv2Conv does not use edge weights (PyG's GATv2Conv without edge_dim rejects them too); remove edge_weight from the graph".into(),
+                        ));
+                    }
+                    let o = conv.forward_t(&h, edge_index, dropout.as_deref_mut())?;
+                    let name = self.config.prefix(k).trim_end_matches('.').to_string();
+                    attention.push((name, o.attention));
+                    o.out
+                }
+            };
+            if k != last {
+                h = match self.config.activation {
+                    Activation::Relu => h.relu()?,
+                    Activation::Elu => h.elu(1.0)?,
+                    Activation::None => h,
+                };
+            }
+        }
+        Ok(ModelOutput {
+            logits: h,
+            attention,
+        })
+    }
+}

@@ -1,0 +1,110 @@
+//! Running a PyG model from files: config JSON + safetensors weights + graph → predictions.
+//!
+//! This is what the `predict` command does, as a library call. The weights are a PyG
+//! `state_dict` saved with `safetensors.torch.save_file(model.state_dict(), "w.safetensors")`;
+//! tensors the model does not use are reported, not rejected (a file may carry extras).
+//!
+//! ```no_run
+//! use workbook::predict::{predict_files, PredictPaths};
+//! use std::path::Path;
+//! let summary = predict_files(&PredictPaths {
+//!     config: Path::new("model.json"), weights: Path::new("w.safetensors"),
+//!     graph: Path::new("g.safetensors"), out: Path::new("out.safetensors"),
+//!     weights_prefix: "",
+//! }, &workbook::candle_core::Device::Cpu).unwrap();
+//! println!("{} nodes predicted", summary.num_nodes);
+//! ```
+
+use crate::error::{Result, WorkbookError};
+use crate::graph::Graph;
+use crate::model::{Model, ModelConfig};
+use crate::tensor_file;
+use candle_core::{Device, Tensor};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// The files of one prediction.
+pub struct PredictPaths<'a> {
+    pub config: &'a Path,
+    pub weights: &'a Path,
+    pub graph: &'a Path,
+    pub out: &'a Path,
+    /// A prefix to strip from weight names (e.g. `params.` or `model.`).
+    pub weights_prefix: &'a str,
+}
+
+/// What a prediction did.
+#[derive(Debug)]
+pub struct PredictSummary {
+    pub num_nodes: usize,
+    pub num_edges: usize,
+    pub out_shape: Vec<usize>,
+    /// Names of the tensors written to the output file.
+    pub written: Vec<String>,
+    /// Tensors in the weights file that the model does not use.
+    pub ignored: Vec<String>,
+}
+
+/// Loads a model from a config file and a weights file onto `device`. Returns the model and the
+/// names of unused tensors.
+pub fn load_model(
+    config: &Path,
+    weights: &Path,
+    weights_prefix: &str,
+    device: &Device,
+) -> Result<(Model, Vec<String>)> {
+    let text = std::fs::read_to_string(config).map_err(|e| WorkbookError::io(config, e))?;
+    let config_value = ModelConfig::from_json(&text).map_err(|e| WorkbookError::file(config, e.to_string()))?;
+    let file = tensor_file::read(weights, device)?;
+    let mut tensors = HashMap::new();
+    let mut ignored = Vec::new();
+    let expected: Vec<String> = config_value.parameter_shapes().into_iter().map(|(n, _)| n).collect();
+    for (name, t) in file.tensors {
+        match name.strip_prefix(weights_prefix) {
+            Some(short) if expected.iter().any(|e| e == short) => {
+                tensors.insert(short.to_string(), t);
+            }
+            _ => ignored.push(name),
+        }
+    }
+    ignored.sort();
+    let model = Model::from_tensors(config_value, &tensors, device).map_err(|e| match e {
+        WorkbookError::WeightsMismatch(mut problems) => {
+            problems.push(format!("(weights file: {}; config: {})", weights.display(), config.display()));
+            WorkbookError::WeightsMismatch(problems)
+        }
+        other => other,
+    })?;
+    Ok((model, ignored))
+}
+
+/// Runs the model of `paths.config` + `paths.weights` on `paths.graph` and writes `out`
+/// (`alpha` / `alpha_edge_index` too for GATv2: the last attention layer's, and each layer's
+/// under `conv{k}.alpha` in multi-layer models).
+pub fn predict_files(paths: &PredictPaths, device: &Device) -> Result<PredictSummary> {
+    let (model, ignored) = load_model(paths.config, paths.weights, paths.weights_prefix, device)?;
+    let graph = Graph::load(paths.graph, device)?;
+    let out = model.forward(graph.x(), graph.edge_index(), graph.edge_weight())?;
+    let mut tensors: Vec<(String, Tensor)> = vec![("out".into(), out.logits.clone())];
+    let cpu = Device::Cpu;
+    let n_att = out.attention.len();
+    for (k, (name, att)) in out.attention.iter().enumerate() {
+        let ei = att.edge_index.to_tensor(&cpu)?;
+        if !name.is_empty() && n_att > 1 {
+            tensors.push((format!("{name}.alpha"), att.weights.clone()));
+            tensors.push((format!("{name}.alpha_edge_index"), ei.clone()));
+        }
+        if k == n_att - 1 {
+            tensors.push(("alpha".into(), att.weights.clone()));
+            tensors.push(("alpha_edge_index".into(), ei));
+        }
+    }
+    tensor_file::write(paths.out, &tensors, None)?;
+    Ok(PredictSummary {
+        num_nodes: graph.num_nodes(),
+        num_edges: graph.num_edges(),
+        out_shape: out.logits.dims().to_vec(),
+        written: tensors.into_iter().map(|(n, _)| n).collect(),
+        ignored,
+    })
+}
