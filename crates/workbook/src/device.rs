@@ -75,7 +75,10 @@ pub fn choose(explicit: Option<DeviceSpec>) -> Result<Chosen> {
         Some(s) => (s, "asked for on the command line".to_string()),
         None => match std::env::var(DEVICE_ENV) {
             Ok(v) if !v.trim().is_empty() => (v.parse()?, format!("from {DEVICE_ENV}={v}")),
-            _ => (DeviceSpec::Auto, format!("{DEVICE_ENV} is not set, so auto")),
+            _ => (
+                DeviceSpec::Auto,
+                format!("{DEVICE_ENV} is not set, so auto"),
+            ),
         },
     };
     match spec {

@@ -28,7 +28,12 @@ pub struct Split {
 
 impl Split {
     /// Builds a split from boolean masks of length `num_nodes`.
-    pub fn from_masks(train: &[bool], val: &[bool], test: &[bool], device: &Device) -> Result<Self> {
+    pub fn from_masks(
+        train: &[bool],
+        val: &[bool],
+        test: &[bool],
+        device: &Device,
+    ) -> Result<Self> {
         let ids = |m: &[bool]| -> Result<Tensor> {
             let v: Vec<u32> = m
                 .iter()
@@ -124,12 +129,20 @@ impl Graph {
                 y.len()
             )));
         }
-        if let Some((i, &bad)) = y.iter().enumerate().find(|(_, &v)| v < 0 || v > u32::MAX as i64) {
+        if let Some((i, &bad)) = y
+            .iter()
+            .enumerate()
+            .find(|(_, &v)| v < 0 || v > u32::MAX as i64)
+        {
             return Err(WorkbookError::InvalidGraph(format!(
                 "y[{i}] = {bad} is not a class id (classes are 0, 1, 2, ...)"
             )));
         }
-        for (name, ids) in [("train", &split.train), ("val", &split.val), ("test", &split.test)] {
+        for (name, ids) in [
+            ("train", &split.train),
+            ("val", &split.val),
+            ("test", &split.test),
+        ] {
             if let Some(&bad) = ids.to_vec1::<u32>()?.iter().find(|&&i| i as usize >= n) {
                 return Err(WorkbookError::InvalidGraph(format!(
                     "{name} split names node {bad} but the graph has {n} nodes"
@@ -197,7 +210,11 @@ impl Graph {
                 .transpose()?,
             y: self.y.as_ref().map(|y| y.to_device(device)).transpose()?,
             num_classes: self.num_classes,
-            split: self.split.as_ref().map(|s| s.to_device(device)).transpose()?,
+            split: self
+                .split
+                .as_ref()
+                .map(|s| s.to_device(device))
+                .transpose()?,
         })
     }
 
@@ -208,5 +225,4 @@ impl Graph {
             None => None,
         })
     }
-
 }

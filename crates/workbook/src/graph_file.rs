@@ -34,9 +34,9 @@ impl Graph {
         let file = tensor_file::read(path, &Device::Cpu)?;
         let bad = |msg: String| WorkbookError::file(path, msg);
         let t = &file.tensors;
-        let x = t
-            .get("x")
-            .ok_or_else(|| bad("no tensor 'x' (node features, f32 [num_nodes, num_features])".into()))?;
+        let x = t.get("x").ok_or_else(|| {
+            bad("no tensor 'x' (node features, f32 [num_nodes, num_features])".into())
+        })?;
         if x.rank() != 2 || !x.dtype().is_float() {
             return Err(bad(format!(
                 "'x' must be float [num_nodes, num_features], got {:?} {:?}",
@@ -56,24 +56,43 @@ impl Graph {
             .unwrap_or_else(|| "graph".into());
         let mut g = Graph::new(name, x, edge_index)?;
         if let Some(w) = t.get("edge_weight") {
-            g = g.with_edge_weight(w.to_dtype(DType::F32)?).map_err(|e| bad(e.to_string()))?;
+            g = g
+                .with_edge_weight(w.to_dtype(DType::F32)?)
+                .map_err(|e| bad(e.to_string()))?;
         }
         if let Some(y) = t.get("y") {
             if y.dims() != [n] || y.dtype().is_float() {
-                return Err(bad(format!("'y' must be integer [{n}], got {:?} {:?}", y.dtype(), y.dims())));
+                return Err(bad(format!(
+                    "'y' must be integer [{n}], got {:?} {:?}",
+                    y.dtype(),
+                    y.dims()
+                )));
             }
             let labels = y.to_dtype(DType::I64)?.to_vec1::<i64>()?;
             let mask = |name: &str| -> Result<Vec<bool>> {
                 match t.get(name) {
                     None => Ok(vec![false; n]),
-                    Some(m) if m.dims() == [n] => {
-                        Ok(m.to_dtype(DType::U8)?.to_vec1::<u8>()?.iter().map(|&v| v != 0).collect())
-                    }
-                    Some(m) => Err(bad(format!("'{name}' must have shape [{n}], got {:?}", m.dims()))),
+                    Some(m) if m.dims() == [n] => Ok(m
+                        .to_dtype(DType::U8)?
+                        .to_vec1::<u8>()?
+                        .iter()
+                        .map(|&v| v != 0)
+                        .collect()),
+                    Some(m) => Err(bad(format!(
+                        "'{name}' must have shape [{n}], got {:?}",
+                        m.dims()
+                    ))),
                 }
             };
-            let split = Split::from_masks(&mask("train_mask")?, &mask("val_mask")?, &mask("test_mask")?, &Device::Cpu)?;
-            g = g.with_labels(&labels, split).map_err(|e| bad(e.to_string()))?;
+            let split = Split::from_masks(
+                &mask("train_mask")?,
+                &mask("val_mask")?,
+                &mask("test_mask")?,
+                &Device::Cpu,
+            )?;
+            g = g
+                .with_labels(&labels, split)
+                .map_err(|e| bad(e.to_string()))?;
         }
         g.to_device(device)
     }

@@ -22,13 +22,13 @@ pub mod datasets;
 pub mod device;
 pub mod edge_index;
 pub mod error;
+pub mod figures;
 pub mod graph;
 pub mod graph_file;
 pub mod layers;
 pub mod model;
 pub mod ops;
 pub mod predict;
-pub mod figures;
 pub mod tensor_file;
 pub mod train;
 

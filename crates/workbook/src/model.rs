@@ -161,7 +161,9 @@ impl ModelConfig {
     /// Checks that consecutive layers fit together.
     pub fn validate(&self) -> Result<()> {
         if self.layers.is_empty() {
-            return Err(WorkbookError::InvalidConfig("a model needs at least one layer".into()));
+            return Err(WorkbookError::InvalidConfig(
+                "a model needs at least one layer".into(),
+            ));
         }
         for (k, pair) in self.layers.windows(2).enumerate() {
             if pair[0].output_width() != pair[1].in_channels() {
@@ -265,7 +267,10 @@ impl Model {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let varmap = VarMap::new();
         {
-            let mut vars = varmap.data().lock().expect("a fresh VarMap is not poisoned");
+            let mut vars = varmap
+                .data()
+                .lock()
+                .expect("a fresh VarMap is not poisoned");
             for (k, layer) in config.layers.iter().enumerate() {
                 let prefix = config.prefix(k);
                 let params = match layer {
@@ -331,7 +336,9 @@ impl Model {
                     Layer::Gcn(c) => c.named_parameters(),
                     Layer::GatV2(c) => c.named_parameters(),
                 };
-                params.into_iter().map(move |(n, t)| (format!("{prefix}{n}"), t))
+                params
+                    .into_iter()
+                    .map(move |(n, t)| (format!("{prefix}{n}"), t))
             })
             .collect()
     }

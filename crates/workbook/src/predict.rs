@@ -54,11 +54,16 @@ pub fn load_model(
     device: &Device,
 ) -> Result<(Model, Vec<String>)> {
     let text = std::fs::read_to_string(config).map_err(|e| WorkbookError::io(config, e))?;
-    let config_value = ModelConfig::from_json(&text).map_err(|e| WorkbookError::file(config, e.to_string()))?;
+    let config_value =
+        ModelConfig::from_json(&text).map_err(|e| WorkbookError::file(config, e.to_string()))?;
     let file = tensor_file::read(weights, device)?;
     let mut tensors = HashMap::new();
     let mut ignored = Vec::new();
-    let expected: Vec<String> = config_value.parameter_shapes().into_iter().map(|(n, _)| n).collect();
+    let expected: Vec<String> = config_value
+        .parameter_shapes()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
     for (name, t) in file.tensors {
         match name.strip_prefix(weights_prefix) {
             Some(short) if expected.iter().any(|e| e == short) => {
@@ -70,7 +75,11 @@ pub fn load_model(
     ignored.sort();
     let model = Model::from_tensors(config_value, &tensors, device).map_err(|e| match e {
         WorkbookError::WeightsMismatch(mut problems) => {
-            problems.push(format!("(weights file: {}; config: {})", weights.display(), config.display()));
+            problems.push(format!(
+                "(weights file: {}; config: {})",
+                weights.display(),
+                config.display()
+            ));
             WorkbookError::WeightsMismatch(problems)
         }
         other => other,

@@ -25,7 +25,8 @@ fn single_layer_fixtures() -> Vec<String> {
 
 fn run_single_layer(name: &str) {
     let dev = Device::Cpu;
-    let file = tensor_file::read(&fixtures_dir().join(format!("{name}.safetensors")), &dev).unwrap();
+    let file =
+        tensor_file::read(&fixtures_dir().join(format!("{name}.safetensors")), &dev).unwrap();
     let meta = &file.metadata;
     assert_eq!(meta["format"], "pyg-fixture/1");
     let mut config: serde_json::Value = serde_json::from_str(&meta["config"]).unwrap();
@@ -39,14 +40,26 @@ fn run_single_layer(name: &str) {
     let model = Model::from_tensors(config, &params, &dev).unwrap();
     let x = &file.tensors["x"];
     let ei = EdgeIndex::from_tensor(&file.tensors["edge_index"], x.dim(0).unwrap()).unwrap();
-    let out = model.forward(x, &ei, file.tensors.get("edge_weight")).unwrap();
+    let out = model
+        .forward(x, &ei, file.tensors.get("edge_weight"))
+        .unwrap();
     let diff = max_abs_diff(&out.logits, &file.tensors["expected.out"]);
     assert!(diff < TOL, "{name}: output differs from PyG by {diff}");
     if let Some(alpha) = file.tensors.get("expected.alpha") {
         let (_, att) = &out.attention[0];
-        let expected_ei = file.tensors["expected.alpha_edge_index"].to_vec2::<i64>().unwrap();
-        let ours = att.edge_index.to_tensor(&dev).unwrap().to_vec2::<i64>().unwrap();
-        assert_eq!(ours, expected_ei, "{name}: attention edges differ from PyG's");
+        let expected_ei = file.tensors["expected.alpha_edge_index"]
+            .to_vec2::<i64>()
+            .unwrap();
+        let ours = att
+            .edge_index
+            .to_tensor(&dev)
+            .unwrap()
+            .to_vec2::<i64>()
+            .unwrap();
+        assert_eq!(
+            ours, expected_ei,
+            "{name}: attention edges differ from PyG's"
+        );
         let diff = max_abs_diff(&att.weights, alpha);
         assert!(diff < TOL, "{name}: attention differs from PyG by {diff}");
     }
@@ -56,7 +69,10 @@ fn run_single_layer(name: &str) {
 #[test]
 fn every_single_layer_fixture_matches_pyg() {
     let names = single_layer_fixtures();
-    assert!(names.len() >= 4, "expected the four single-layer fixtures, found {names:?}");
+    assert!(
+        names.len() >= 4,
+        "expected the four single-layer fixtures, found {names:?}"
+    );
     for name in names {
         run_single_layer(&name);
     }
@@ -79,16 +95,27 @@ fn check_trained(dataset: &str, model: &str, graph: &workbook::Graph) {
     let model_ = Model::from_tensors(config, &file.tensors, &dev).unwrap();
     let out = model_.forward(graph.x(), graph.edge_index(), None).unwrap();
     let diff = max_abs_diff(&out.logits, &file.tensors["expected.logits"]);
-    assert!(diff < TOL, "{dataset} {model}: logits differ from PyG by {diff}");
+    assert!(
+        diff < TOL,
+        "{dataset} {model}: logits differ from PyG by {diff}"
+    );
     let [_, _, test] = workbook::train::trainer::accuracies(&out.logits, graph).unwrap();
     let expected: f32 = file.metadata["test_accuracy"].parse().unwrap();
-    assert!((test - expected).abs() < 1e-6, "{dataset} {model}: test accuracy {test} vs PyG's {expected}");
+    assert!(
+        (test - expected).abs() < 1e-6,
+        "{dataset} {model}: test accuracy {test} vs PyG's {expected}"
+    );
     println!("{dataset} {model}: logits within {diff:e} of PyG, test accuracy {test}");
 }
 
 #[test]
 fn trained_cora_models_reproduce_pyg_logits() {
-    let cora = datasets::load("cora", Some(&std::env::temp_dir().join("no-such-dir")), &Device::Cpu).unwrap();
+    let cora = datasets::load(
+        "cora",
+        Some(&std::env::temp_dir().join("no-such-dir")),
+        &Device::Cpu,
+    )
+    .unwrap();
     check_trained("cora", "gcn", &cora);
     check_trained("cora", "gatv2", &cora);
 }

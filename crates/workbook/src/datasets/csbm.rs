@@ -55,7 +55,12 @@ impl CsbmConfig {
 
 /// Generates the graph on `device`.
 pub fn csbm(config: &CsbmConfig, device: &Device) -> Result<Graph> {
-    let CsbmConfig { nodes: n, classes: c, features: f, .. } = *config;
+    let CsbmConfig {
+        nodes: n,
+        classes: c,
+        features: f,
+        ..
+    } = *config;
     if n < c.max(2) || c < 2 || f == 0 {
         return Err(WorkbookError::InvalidConfig(format!(
             "csbm needs at least 2 classes, 1 feature and as many nodes as classes (got {n} nodes, {c} classes, {f} features)"
@@ -76,7 +81,8 @@ pub fn csbm(config: &CsbmConfig, device: &Device) -> Result<Graph> {
     }
 
     let partners_per_node = config.avg_degree / 2.0;
-    let mut pairs: Vec<(u32, u32)> = Vec::with_capacity((n as f64 * config.avg_degree) as usize + n);
+    let mut pairs: Vec<(u32, u32)> =
+        Vec::with_capacity((n as f64 * config.avg_degree) as usize + n);
     for u in 0..n {
         // Integer part plus a Bernoulli for the fraction keeps the mean degree exact.
         let whole = partners_per_node.floor() as usize;
@@ -87,7 +93,11 @@ pub fn csbm(config: &CsbmConfig, device: &Device) -> Result<Graph> {
                 own
             } else {
                 let other = rng.random_range(0..c - 1);
-                if other >= own { other + 1 } else { other }
+                if other >= own {
+                    other + 1
+                } else {
+                    other
+                }
             };
             let pool = &members[class];
             let v = pool[rng.random_range(0..pool.len())];
@@ -132,7 +142,9 @@ pub fn csbm(config: &CsbmConfig, device: &Device) -> Result<Graph> {
     let mut val = vec![false; n];
     let mut test = vec![false; n];
     rest[..n_val].iter().for_each(|&i| val[i] = true);
-    rest[n_val..n_val + n_test].iter().for_each(|&i| test[i] = true);
+    rest[n_val..n_val + n_test]
+        .iter()
+        .for_each(|&i| test[i] = true);
 
     let edge_index = EdgeIndex::new(&src, &dst, n, &Device::Cpu)?;
     let x = Tensor::from_vec(x, (n, f), &Device::Cpu)?;
@@ -161,7 +173,11 @@ mod tests {
             .count();
         let ratio = same as f64 / ei.num_edges() as f64;
         assert!((0.7..0.9).contains(&ratio), "homophily {ratio}");
-        assert!(ei.sources_host().iter().zip(ei.targets_host()).all(|(s, t)| s != t));
+        assert!(ei
+            .sources_host()
+            .iter()
+            .zip(ei.targets_host())
+            .all(|(s, t)| s != t));
     }
 
     #[test]

@@ -30,7 +30,9 @@ pub fn load(name: &str, data_dir: Option<&Path>, device: &Device) -> Result<Grap
     }
     if let Some(nodes) = lower.strip_prefix("csbm:") {
         let nodes: usize = nodes.replace('_', "").parse().map_err(|_| {
-            WorkbookError::UnknownDataset(format!("{name} (the part after csbm: must be a node count)"))
+            WorkbookError::UnknownDataset(format!(
+                "{name} (the part after csbm: must be a node count)"
+            ))
         })?;
         return csbm(&CsbmConfig::new(nodes), device);
     }

@@ -71,12 +71,17 @@ pub fn load_planetoid(
     device: &Device,
 ) -> Result<(Graph, PlanetoidSource)> {
     let name: PlanetoidName = name.parse()?;
-    let dir = data_dir.map(Path::to_path_buf).unwrap_or_else(default_data_dir);
+    let dir = data_dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(default_data_dir);
     let have_all = FILE_PARTS
         .iter()
         .all(|p| dir.join(name.file_name(p)).is_file());
     let (files, source) = if have_all {
-        (PlanetoidFiles::read_dir(&dir, name)?, PlanetoidSource::Folder(dir))
+        (
+            PlanetoidFiles::read_dir(&dir, name)?,
+            PlanetoidSource::Folder(dir),
+        )
     } else if name == PlanetoidName::Cora {
         let mut files = PlanetoidFiles::default();
         for (part, bytes) in CORA {

@@ -37,11 +37,20 @@ pub fn draw_training_curves(path: &Path, title: &str, curves: &[Curve]) -> Resul
     crate::atomic_write::write(path, svg.as_bytes())
 }
 
-fn draw(svg: &mut String, title: &str, curves: &[Curve]) -> std::result::Result<(), Box<dyn std::error::Error>> {
+fn draw(
+    svg: &mut String,
+    title: &str,
+    curves: &[Curve],
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
     let root = SVGBackend::with_string(svg, (960, 400)).into_drawing_area();
     root.fill(&WHITE)?;
     let (left, right) = root.split_horizontally(480);
-    let epochs = curves.iter().map(|c| c.history.len()).max().unwrap_or(1).max(2);
+    let epochs = curves
+        .iter()
+        .map(|c| c.history.len())
+        .max()
+        .unwrap_or(1)
+        .max(2);
     let max_loss = curves
         .iter()
         .flat_map(|c| c.history.iter().map(|s| s.loss))
@@ -54,15 +63,24 @@ fn draw(svg: &mut String, title: &str, curves: &[Curve]) -> std::result::Result<
         .x_label_area_size(32)
         .y_label_area_size(48)
         .build_cartesian_2d(1..epochs, 0f32..max_loss * 1.05)?;
-    loss.configure_mesh().x_desc("epoch").y_desc("cross-entropy").draw()?;
+    loss.configure_mesh()
+        .x_desc("epoch")
+        .y_desc("cross-entropy")
+        .draw()?;
 
     let mut acc = ChartBuilder::on(&right)
-        .caption(format!("{title}: accuracy (solid test, dashed train)"), ("sans-serif", 18))
+        .caption(
+            format!("{title}: accuracy (solid test, dashed train)"),
+            ("sans-serif", 18),
+        )
         .margin(12)
         .x_label_area_size(32)
         .y_label_area_size(48)
         .build_cartesian_2d(1..epochs, 0f32..1.0f32)?;
-    acc.configure_mesh().x_desc("epoch").y_desc("accuracy").draw()?;
+    acc.configure_mesh()
+        .x_desc("epoch")
+        .y_desc("accuracy")
+        .draw()?;
 
     for (k, curve) in curves.iter().enumerate() {
         let colour = COLOURS[k % COLOURS.len()];
@@ -85,7 +103,10 @@ fn draw(svg: &mut String, title: &str, curves: &[Curve]) -> std::result::Result<
             colour.stroke_width(1),
         ))?;
     }
-    loss.configure_series_labels().border_style(BLACK).background_style(WHITE).draw()?;
+    loss.configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .draw()?;
     acc.configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)
         .border_style(BLACK)

@@ -154,7 +154,11 @@ impl GatV2Config {
             let t = if name.ends_with("bias") {
                 Tensor::zeros(shape.as_slice(), DType::F32, device)?
             } else if self.share_weights && name == "lin_r.weight" {
-                out.iter().find(|(n, _)| n == "lin_l.weight").unwrap().1.clone()
+                out.iter()
+                    .find(|(n, _)| n == "lin_l.weight")
+                    .unwrap()
+                    .1
+                    .clone()
             } else {
                 glorot(&shape, rng, device)?
             };
@@ -228,7 +232,13 @@ impl GatV2Conv {
         let lin_r = if config.share_weights {
             None
         } else {
-            Some(Linear::load(&vb, "lin_r", hc, config.in_channels, config.bias)?)
+            Some(Linear::load(
+                &vb,
+                "lin_r",
+                hc,
+                config.in_channels,
+                config.bias,
+            )?)
         };
         let att = vb.get((1, config.heads, config.out_channels), "att")?;
         let bias = if config.bias {

@@ -279,7 +279,11 @@ pub fn gcn_norm(
 }
 
 /// Sum aggregation of `h[j] * w[j→i]` into every target `i`.
-pub(crate) fn propagate(h: &Tensor, edge_index: &EdgeIndex, weight: Option<&Tensor>) -> Result<Tensor> {
+pub(crate) fn propagate(
+    h: &Tensor,
+    edge_index: &EdgeIndex,
+    weight: Option<&Tensor>,
+) -> Result<Tensor> {
     let messages = h.index_select(edge_index.sources(), 0)?;
     let messages = match weight {
         Some(w) => messages.broadcast_mul(&w.unsqueeze(D::Minus1)?)?,

@@ -31,7 +31,11 @@ pub const CUDA_SOURCE: &str = include_str!("../../kernels/segment_max.cu");
 /// `src` is `[E, H]` (or `[E]`) floating point, `index` is `[E]` `u32` or `i64` with values in
 /// `0..num_segments` (an [`crate::EdgeIndex`] guarantees that). The result is detached: no
 /// gradient flows through it.
-pub fn segment_max(src: &Tensor, index: &Tensor, num_segments: usize) -> candle_core::Result<Tensor> {
+pub fn segment_max(
+    src: &Tensor,
+    index: &Tensor,
+    num_segments: usize,
+) -> candle_core::Result<Tensor> {
     let (e, flat) = match src.dims() {
         [e] => (*e, src.reshape((*e, 1))?),
         [e, _] => (*e, src.clone()),
@@ -234,7 +238,10 @@ mod cuda {
         b.arg(&len32);
         unsafe { b.launch(LaunchConfig::for_num_elems(len32.max(1))) }.w()?;
 
-        Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from((n, width))))
+        Ok((
+            CudaStorage::wrap_cuda_slice(out, dev),
+            Shape::from((n, width)),
+        ))
     }
 }
 
@@ -260,7 +267,13 @@ mod tests {
         let cpu = Device::Cpu;
         let src = Tensor::new(&[-3f64, -2.5], &cpu).unwrap();
         let idx = Tensor::new(&[0u32, 0], &cpu).unwrap();
-        assert_eq!(segment_max(&src, &idx, 1).unwrap().to_vec1::<f64>().unwrap(), vec![-2.5]);
+        assert_eq!(
+            segment_max(&src, &idx, 1)
+                .unwrap()
+                .to_vec1::<f64>()
+                .unwrap(),
+            vec![-2.5]
+        );
     }
 
     #[test]
@@ -268,7 +281,11 @@ mod tests {
         let cpu = Device::Cpu;
         let src = Tensor::new(&[1f32, f32::NAN, 0.5], &cpu).unwrap();
         let idx = Tensor::new(&[0u32, 0, 0], &cpu).unwrap();
-        assert!(segment_max(&src, &idx, 1).unwrap().to_vec1::<f32>().unwrap()[0].is_nan());
+        assert!(segment_max(&src, &idx, 1)
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap()[0]
+            .is_nan());
         let idx = Tensor::new(&[0u32, 5, 0], &cpu).unwrap();
         let err = segment_max(&src, &idx, 2).unwrap_err().to_string();
         assert!(err.contains("index[1] = 5"), "{err}");

@@ -50,11 +50,16 @@ impl Dropout {
                 .to_dtype(x.dtype())?
         } else {
             let keep: Vec<f32> = (0..x.elem_count())
-                .map(|_| if self.rng.random::<f64>() >= p { 1.0 } else { 0.0 })
+                .map(|_| {
+                    if self.rng.random::<f64>() >= p {
+                        1.0
+                    } else {
+                        0.0
+                    }
+                })
                 .collect();
             Tensor::from_vec(keep, x.shape(), x.device())?.to_dtype(x.dtype())?
         };
         (x * mask)? * scale
     }
-
 }

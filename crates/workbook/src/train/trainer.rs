@@ -80,7 +80,9 @@ pub struct TrainReport {
 impl TrainReport {
     /// The last epoch's statistics.
     pub fn last(&self) -> &EpochStats {
-        self.history.last().expect("training runs at least one epoch")
+        self.history
+            .last()
+            .expect("training runs at least one epoch")
     }
 
     /// Mean training-step time over the epochs after the first (which pays one-off costs).
@@ -133,7 +135,9 @@ pub fn train(
     mut on_epoch: impl FnMut(&EpochStats),
 ) -> Result<TrainReport> {
     if train_config.epochs == 0 {
-        return Err(WorkbookError::InvalidConfig("epochs must be at least 1".into()));
+        return Err(WorkbookError::InvalidConfig(
+            "epochs must be at least 1".into(),
+        ));
     }
     let (y, split) = labelled(graph)?;
     if split.train.dim(0)? == 0 {
@@ -157,7 +161,11 @@ pub fn train(
         .into_iter()
         .map(|(name, var)| {
             let decays = !train_config.decay_first_layer_only || name.starts_with(&first_prefix);
-            let wd = if decays { train_config.weight_decay } else { 0.0 };
+            let wd = if decays {
+                train_config.weight_decay
+            } else {
+                0.0
+            };
             (name, var, wd)
         })
         .collect();
@@ -173,7 +181,8 @@ pub fn train(
             graph.edge_weight(),
             Some(&mut dropout),
         )?;
-        let loss = candle_nn::loss::cross_entropy(&out.logits.index_select(&split.train, 0)?, &y_train)?;
+        let loss =
+            candle_nn::loss::cross_entropy(&out.logits.index_select(&split.train, 0)?, &y_train)?;
         opt.backward_step(&loss)?;
         let loss = loss.to_scalar::<f32>()?;
         let step_ms = start.elapsed().as_secs_f64() * 1e3;

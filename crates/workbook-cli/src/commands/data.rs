@@ -1,0 +1,36 @@
+//! `workbook data`: write any dataset as a graph file, e.g. to hand PyG the same graph.
+
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+use workbook::datasets;
+use workbook::device::Chosen;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// karate, cora, citeseer or csbm:<nodes>.
+    #[arg(long)]
+    dataset: String,
+    /// Output file (safetensors: x, edge_index, y, train_mask, val_mask, test_mask).
+    #[arg(long)]
+    out: PathBuf,
+    /// Folder with (or for downloading) the Planetoid ind.* files.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
+    let graph = datasets::load(&args.dataset, args.data_dir.as_deref(), &chosen.device)
+        .with_context(|| format!("loading dataset '{}'", args.dataset))?;
+    graph
+        .save(&args.out)
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    println!(
+        "wrote {} ({} nodes, {} edges, {} features, {} classes)",
+        args.out.display(),
+        graph.num_nodes(),
+        graph.num_edges(),
+        graph.num_features(),
+        graph.num_classes()
+    );
+    Ok(())
+}
