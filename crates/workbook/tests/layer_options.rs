@@ -138,12 +138,11 @@ fn gcn_reference(
     out
 }
 
+/// Node outputs, edges after self-loop handling, attention per edge and head.
+type GatReference = (Vec<Vec<f64>>, Vec<(usize, usize)>, Vec<Vec<f64>>);
+
 /// GATv2 from the formula, with a plain (unshifted) softmax in f64.
-fn gat_reference(
-    c: &Case,
-    cfg: &GatV2Config,
-    p: &HashMap<String, Tensor>,
-) -> (Vec<Vec<f64>>, Vec<(usize, usize)>, Vec<Vec<f64>>) {
+fn gat_reference(c: &Case, cfg: &GatV2Config, p: &HashMap<String, Tensor>) -> GatReference {
     let (hh, cc) = (cfg.heads, cfg.out_channels);
     let bias = |n: &str| cfg.bias.then(|| host(&p[n]));
     let xl = linear(

@@ -83,11 +83,11 @@ pub fn csbm(config: &CsbmConfig, device: &Device) -> Result<Graph> {
     let partners_per_node = config.avg_degree / 2.0;
     let mut pairs: Vec<(u32, u32)> =
         Vec::with_capacity((n as f64 * config.avg_degree) as usize + n);
-    for u in 0..n {
+    for (u, &label) in labels.iter().enumerate() {
         // Integer part plus a Bernoulli for the fraction keeps the mean degree exact.
         let whole = partners_per_node.floor() as usize;
         let k = whole + usize::from(rng.random::<f64>() < partners_per_node - whole as f64);
-        let own = labels[u] as usize;
+        let own = label as usize;
         for _ in 0..k {
             let class = if rng.random::<f64>() < config.homophily {
                 own

@@ -14,7 +14,7 @@ pub mod planetoid;
 
 pub use csbm::{csbm, CsbmConfig};
 pub use karate::karate;
-pub use planetoid::{load_planetoid, PlanetoidSource};
+pub use planetoid::{load_planetoid, load_planetoid_from, PlanetoidSource};
 
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;

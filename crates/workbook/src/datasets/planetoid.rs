@@ -64,11 +64,23 @@ pub fn default_data_dir() -> PathBuf {
     }
 }
 
-/// Loads `cora` or `citeseer` onto `device` and says where the files came from.
+/// Loads `cora` or `citeseer` onto `device` and says where the files came from. Downloads use
+/// `WORKBOOK_PLANETOID_URL`, else [`DEFAULT_URL`].
 pub fn load_planetoid(
     name: &str,
     data_dir: Option<&Path>,
     device: &Device,
+) -> Result<(Graph, PlanetoidSource)> {
+    let base = std::env::var(URL_ENV).unwrap_or_else(|_| DEFAULT_URL.to_string());
+    load_planetoid_from(name, data_dir, device, &base)
+}
+
+/// [`load_planetoid`] with an explicit download base URL.
+pub fn load_planetoid_from(
+    name: &str,
+    data_dir: Option<&Path>,
+    device: &Device,
+    base_url: &str,
 ) -> Result<(Graph, PlanetoidSource)> {
     let name: PlanetoidName = name.parse()?;
     let dir = data_dir
@@ -89,7 +101,7 @@ pub fn load_planetoid(
         }
         (files, PlanetoidSource::Embedded)
     } else {
-        download(name, &dir)?;
+        download(name, &dir, base_url)?;
         (
             PlanetoidFiles::read_dir(&dir, name)?,
             PlanetoidSource::Downloaded(dir),
@@ -99,9 +111,8 @@ pub fn load_planetoid(
     Ok((to_graph(data, device)?, source))
 }
 
-/// Downloads the eight files of `name` into `dir` (each written atomically).
-pub fn download(name: PlanetoidName, dir: &Path) -> Result<()> {
-    let base = std::env::var(URL_ENV).unwrap_or_else(|_| DEFAULT_URL.to_string());
+/// Downloads the eight files of `name` from `base` into `dir` (each written atomically).
+pub fn download(name: PlanetoidName, dir: &Path, base: &str) -> Result<()> {
     for part in FILE_PARTS {
         let file = name.file_name(part);
         let target = dir.join(&file);
