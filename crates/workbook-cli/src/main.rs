@@ -13,7 +13,8 @@ use workbook::device::{self, DeviceSpec};
 #[derive(Parser)]
 #[command(name = "workbook", version, about, long_about = None)]
 struct Cli {
-    /// Device: auto, cpu, cuda or cuda:N. Default: WORKBOOK_DEVICE, else auto.
+    /// Device: auto, cpu, cuda, cuda:N, or sim:N (a simulated device: host memory, checked as
+    /// a device of its own). Default: WORKBOOK_DEVICE, else auto (CUDA if present, else cpu).
     #[arg(long, global = true, value_parser = parse_device)]
     device: Option<DeviceSpec>,
     #[command(subcommand)]
@@ -30,6 +31,14 @@ enum Command {
     Predict(commands::predict::Args),
     /// Write a dataset as a graph file (safetensors: x, edge_index, y, masks).
     Data(commands::data::Args),
+    /// Time a model's forward pass and training epoch (JSON; see scripts/compare.sh for PyG).
+    Bench(commands::bench::Args),
+    /// Print every tensor of a checkpoint and/or dataset with its device, dtype and shape.
+    Inspect(commands::inspect::Args),
+    /// Thread safety: the PyG attention race, concurrent serving, training while serving.
+    ServeDemo(commands::serve_demo::Args),
+    /// Pre-flight a model, then export it as ONNX (opset 18) or as safetensors for PyG.
+    Export(commands::export::Args),
 }
 
 fn parse_device(s: &str) -> Result<DeviceSpec, String> {
@@ -46,5 +55,9 @@ fn main() -> Result<()> {
         Command::Train(args) => commands::train::run(args, &chosen),
         Command::Predict(args) => commands::predict::run(args, &chosen),
         Command::Data(args) => commands::data::run(args, &chosen),
+        Command::Bench(args) => commands::bench::run(args, &chosen),
+        Command::Inspect(args) => commands::inspect::run(args, &chosen),
+        Command::ServeDemo(args) => commands::serve_demo::run(args, &chosen),
+        Command::Export(args) => commands::export::run(args, &chosen),
     }
 }

@@ -341,3 +341,342 @@ fn data_writes_a_graph_file_pyg_can_read() {
     assert_eq!(file.tensors["edge_index"].dtype(), DType::I64);
     assert_eq!(file.tensors["train_mask"].dims(), &[2000]);
 }
+
+#[test]
+fn train_on_a_simulated_device_prints_the_ledger_and_saves_a_portable_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("gcn.safetensors");
+    let out = workbook(
+        &[
+            "--device",
+            "sim:1",
+            "train",
+            "--model",
+            "gcn",
+            "--epochs",
+            "3",
+            "--ledger",
+            "--save",
+            ckpt.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let stdout = ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("device: sim:1 (sim:1 asked for explicitly (--device)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("transfer ledger (sim:1):"), "{stderr}");
+    assert!(stderr.contains("karate.x"), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("metrics (loss, 3 accuracies)") && l.contains("sim:1 -> cpu")),
+        "{stderr}"
+    );
+    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(summary["device"], "sim:1");
+    let phases: Vec<&str> = summary["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        phases,
+        ["load", "init", "epoch 1", "epoch 2", "epoch 3", "save"]
+    );
+    // Written from sim:1, loaded on the cpu (map_location) by `inspect`.
+    let shown = ok(&workbook(
+        &[
+            "--device",
+            "cpu",
+            "inspect",
+            "--checkpoint",
+            ckpt.to_str().unwrap(),
+        ],
+        dir.path(),
+    ));
+    assert!(
+        shown.contains("conv1.lin.weight") && shown.contains("cpu"),
+        "{shown}"
+    );
+    assert!(shown.contains("[16, 34]"), "{shown}");
+}
+
+#[test]
+fn device_errors_list_the_valid_forms() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = failure(&workbook(
+        &["--device", "gpu0", "train", "--model", "gcn"],
+        dir.path(),
+    ));
+    assert!(err.contains("sim:N") && err.contains("cuda:N"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_workbook"))
+        .args(["inspect", "--dataset", "karate"])
+        .env("WORKBOOK_DEVICE", "sim:7")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let shown = ok(&out);
+    assert!(
+        shown.contains("edge_index") && shown.contains("sim:7"),
+        "{shown}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("from WORKBOOK_DEVICE=sim:7"), "{stderr}");
+}
+
+#[test]
+fn serve_demo_shows_the_race_serves_without_mismatches_and_never_mixes_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = ok(&workbook(
+        &[
+            "serve-demo",
+            "--threads",
+            "1,3",
+            "--requests",
+            "60",
+            "--steps",
+            "5",
+        ],
+        dir.path(),
+    ));
+    // The race: thread A got B's attention with the anti-pattern, its own with GatV2Conv.
+    assert!(
+        text.contains(
+            "thread A asked for 'karate' and got the attention of 'karate (80% of edges)'"
+        ) && text.contains("WRONG: another thread's attention"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the anti-pattern handed a thread another thread's attention; the stateless layer did not"),
+        "{text}"
+    );
+    // One table row per thread count, all equal to the sequential answers.
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.len() == 6 && w[1] == "60")
+        .collect();
+    assert_eq!(
+        rows.iter().map(|w| w[0]).collect::<Vec<_>>(),
+        ["1", "3"],
+        "{text}"
+    );
+    assert!(rows.iter().all(|w| w[5] == "0"), "{text}");
+    // Training while serving: the live Vars mix steps, snapshots never do.
+    assert!(text.contains("logits match no step"), "{text}");
+    assert!(
+        text.contains("snapshot server, mid-step: every parameter from step 0"),
+        "{text}"
+    );
+    assert!(text.contains("0 mixed, 0 inconsistent"), "{text}");
+
+    let json = ok(&workbook(
+        &[
+            "serve-demo",
+            "--threads",
+            "2",
+            "--requests",
+            "20",
+            "--steps",
+            "3",
+            "--json",
+        ],
+        dir.path(),
+    ));
+    let summary: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(
+        summary["race_demo"]["stateful"]["outcomes"][0]["asked_for"],
+        "karate"
+    );
+    assert_eq!(
+        summary["race_demo"]["stateful"]["outcomes"][0]["got"],
+        "karate (80% of edges)"
+    );
+    assert_eq!(summary["serving"][0]["threads"], 2);
+    assert_eq!(summary["serving"][0]["mismatches"], 0);
+    assert_eq!(summary["serve_while_training"]["mixed_reads"], 0);
+    assert_eq!(summary["torn_read_demo"]["snapshot"]["tag"]["steps"][0], 0);
+
+    let err = failure(&workbook(&["serve-demo", "--threads", "0"], dir.path()));
+    assert!(err.contains("at least 1"), "{err}");
+}
+
+#[test]
+fn export_runs_the_preflight_then_writes_onnx_and_safetensors() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = repo().join("configs/pyg/cora_gatv2.json");
+    let weights = fixture("cora_gatv2_trained");
+    let onnx_out = dir.path().join("gatv2.onnx");
+    let stdout = ok(&workbook(
+        &[
+            "export",
+            "--model",
+            config.to_str().unwrap(),
+            "--weights",
+            weights.to_str().unwrap(),
+            "--format",
+            "onnx",
+            "--data",
+            "cora",
+            "--attention",
+            "--out",
+            onnx_out.to_str().unwrap(),
+        ],
+        dir.path(),
+    ));
+    for needle in [
+        "pre-flight (example graph 'Cora')",
+        "ok  devices: 12 parameter(s) and 0 buffer(s) all on cpu",
+        "ok  dtype: every parameter is float32",
+        "ok  mode: eval",
+        "ok  forward pass: logits [2708, 7]",
+        "ONNX opset 18",
+        "outputs logits, attention_edge_index, attention_conv1, attention_conv2",
+    ] {
+        assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
+    }
+    let proto = workbook::export::onnx::read(&onnx_out).unwrap();
+    assert_eq!(proto.graph.unwrap().input[1].name, "edge_index");
+
+    // safetensors: PyG names and a config beside them, loadable as a checkpoint
+    let st_out = dir.path().join("gatv2.safetensors");
+    let stdout = ok(&workbook(
+        &[
+            "export",
+            "--model",
+            config.to_str().unwrap(),
+            "--weights",
+            weights.to_str().unwrap(),
+            "--format",
+            "safetensors",
+            "--out",
+            st_out.to_str().unwrap(),
+        ],
+        dir.path(),
+    ));
+    assert!(
+        stdout.contains("pre-flight (example graph 'ring10')"),
+        "{stdout}"
+    );
+    assert!(dir.path().join("gatv2.json").is_file());
+    let file = tensor_file::read(&st_out, &Device::Cpu).unwrap();
+    assert!(file.tensors.contains_key("conv1.lin_l.weight"));
+    assert!(!file.tensors.contains_key("expected.logits"));
+    // the checkpoint carries its config, so --model is optional on re-export
+    let again = dir.path().join("again.onnx");
+    ok(&workbook(
+        &[
+            "export",
+            "--weights",
+            st_out.to_str().unwrap(),
+            "--format",
+            "onnx",
+            "--out",
+            again.to_str().unwrap(),
+        ],
+        dir.path(),
+    ));
+
+    // a pre-flight failure names the problem and writes nothing
+    let bad = dir.path().join("bad.onnx");
+    let err = failure(&workbook(
+        &[
+            "export",
+            "--model",
+            config.to_str().unwrap(),
+            "--weights",
+            weights.to_str().unwrap(),
+            "--format",
+            "onnx",
+            "--data",
+            "karate",
+            "--out",
+            bad.to_str().unwrap(),
+        ],
+        dir.path(),
+    ));
+    assert!(
+        err.contains("34 features per node but the model takes in_channels = 1433"),
+        "{err}"
+    );
+    assert!(!bad.exists());
+}
+
+#[test]
+fn bench_prints_one_json_line_per_model_with_the_promised_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "bench",
+        "--model",
+        "gcn,gatv2",
+        "--dataset",
+        "csbm:200",
+        "--epochs",
+        "2",
+        "--warmup",
+        "1",
+        "--threads",
+        "1",
+    ];
+    let stdout = ok(&workbook(&args, dir.path()));
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    for (line, model) in lines.iter().zip(["gcn", "gatv2"]) {
+        for key in [
+            "model",
+            "dataset",
+            "device",
+            "threads",
+            "nodes",
+            "edges",
+            "forward_ms",
+            "epoch_ms",
+            "peak_rss_mb",
+            "peak_mem_mb",
+        ] {
+            assert!(line.get(key).is_some(), "missing {key} in {line}");
+        }
+        assert_eq!(line["model"], model);
+        assert_eq!(line["device"], "cpu");
+        assert_eq!(line["threads"], 1);
+        assert_eq!(line["nodes"], 200);
+        assert!(line["epoch_ms"].as_f64().unwrap() > 0.0);
+    }
+
+    // a sweep draws the scaling figure
+    let svg = dir.path().join("scaling.svg");
+    let args = [
+        "bench",
+        "--model",
+        "gcn",
+        "--sweep",
+        "100,300",
+        "--epochs",
+        "1",
+        "--warmup",
+        "0",
+        "--figure",
+        svg.to_str().unwrap(),
+    ];
+    assert_eq!(ok(&workbook(&args, dir.path())).lines().count(), 2);
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+
+    // bad input: clear errors
+    let err = failure(&workbook(
+        &["bench", "--model", "gcn", "--epochs", "0"],
+        dir.path(),
+    ));
+    assert!(err.contains("--epochs"), "{err}");
+    let err = failure(&workbook(
+        &["bench", "--model", "gcn", "--figure", "x.svg"],
+        dir.path(),
+    ));
+    assert!(err.contains("--sweep"), "{err}");
+}

@@ -1,18 +1,22 @@
-//! Choosing the device: an explicit choice, else `WORKBOOK_DEVICE`, else the best available.
+//! The device policy, the one source of truth for where a program runs: an explicit choice,
+//! else `WORKBOOK_DEVICE`, else `auto` (CUDA if compiled in and present, else the CPU).
 //!
 //! Every command reports the device it chose *and why*, so a run on the CPU is never mistaken
-//! for a GPU run. Spellings: `auto`, `cpu`, `cuda`, `cuda:N`.
+//! for a GPU run. Spellings: `auto`, `cpu`, `cuda`, `cuda:N`, and `sim:N` for a
+//! [simulated device](crate::placement) that lets a machine without a GPU meet device mismatches.
 //!
 //! ```
 //! use workbook::device::{choose, DeviceSpec};
-//! let spec: DeviceSpec = "cpu".parse().unwrap();
-//! let chosen = choose(Some(spec)).unwrap();
-//! assert!(chosen.device.is_cpu());
+//! let chosen = choose(Some("sim:1".parse().unwrap())).unwrap();
+//! assert_eq!(chosen.name, "sim:1");
+//! assert!(chosen.device().is_cpu()); // simulated: host memory
 //! assert!(chosen.reason.contains("asked for"));
-//! assert!("gpu0".parse::<DeviceSpec>().unwrap_err().to_string().contains("cuda:N"));
+//! let err = "gpu0".parse::<DeviceSpec>().unwrap_err().to_string();
+//! assert!(err.contains("cuda:N") && err.contains("sim:N"));
 //! ```
 
 use crate::error::{Result, WorkbookError};
+use crate::placement::Placement;
 use candle_core::Device;
 use std::fmt;
 use std::str::FromStr;
@@ -27,6 +31,8 @@ pub enum DeviceSpec {
     Auto,
     Cpu,
     Cuda(usize),
+    /// A simulated device: host memory, a separate device for every placement check.
+    Sim(usize),
 }
 
 impl FromStr for DeviceSpec {
@@ -37,15 +43,17 @@ impl FromStr for DeviceSpec {
             "auto" => Ok(Self::Auto),
             "cpu" => Ok(Self::Cpu),
             "cuda" => Ok(Self::Cuda(0)),
-            _ => t
-                .strip_prefix("cuda:")
-                .and_then(|n| n.parse().ok())
-                .map(Self::Cuda)
-                .ok_or_else(|| {
-                    WorkbookError::InvalidConfig(format!(
-                        "unknown device '{s}': use auto, cpu, cuda or cuda:N (e.g. cuda:0)"
-                    ))
-                }),
+            _ => {
+                let numbered = |prefix: &str| t.strip_prefix(prefix).and_then(|n| n.parse().ok());
+                numbered("cuda:")
+                    .map(Self::Cuda)
+                    .or_else(|| numbered("sim:").map(Self::Sim))
+                    .ok_or_else(|| {
+                        WorkbookError::InvalidConfig(format!(
+                            "unknown device '{s}': use auto, cpu, cuda, cuda:N (e.g. cuda:0) or sim:N (a simulated device, e.g. sim:1)"
+                        ))
+                    })
+            }
         }
     }
 }
@@ -56,23 +64,32 @@ impl fmt::Display for DeviceSpec {
             Self::Auto => write!(f, "auto"),
             Self::Cpu => write!(f, "cpu"),
             Self::Cuda(n) => write!(f, "cuda:{n}"),
+            Self::Sim(n) => write!(f, "sim:{n}"),
         }
     }
 }
 
-/// A device and the reason it was chosen.
+/// A placement and the reason it was chosen.
 #[derive(Clone, Debug)]
 pub struct Chosen {
-    pub device: Device,
-    /// `cpu`, `cuda:0`, ...
+    /// Where to run; pass `&chosen.placement` wherever a device is taken.
+    pub placement: Placement,
+    /// `cpu`, `cuda:0`, `sim:1`, ...
     pub name: String,
     pub reason: String,
+}
+
+impl Chosen {
+    /// The candle device holding the data (the CPU for `sim:N`).
+    pub fn device(&self) -> &Device {
+        self.placement.device()
+    }
 }
 
 /// Picks the device: `explicit`, else `WORKBOOK_DEVICE`, else `auto`.
 pub fn choose(explicit: Option<DeviceSpec>) -> Result<Chosen> {
     let (spec, source) = match explicit {
-        Some(s) => (s, "asked for on the command line".to_string()),
+        Some(s) => (s, "asked for explicitly (--device)".to_string()),
         None => match std::env::var(DEVICE_ENV) {
             Ok(v) if !v.trim().is_empty() => (v.parse()?, format!("from {DEVICE_ENV}={v}")),
             _ => (
@@ -81,51 +98,66 @@ pub fn choose(explicit: Option<DeviceSpec>) -> Result<Chosen> {
             ),
         },
     };
+    let chosen = |placement: Placement, reason: String| Chosen {
+        name: placement.to_string(),
+        placement,
+        reason,
+    };
     match spec {
-        DeviceSpec::Cpu => Ok(cpu(format!("cpu {source}"))),
+        DeviceSpec::Cpu => Ok(chosen(Placement::cpu(), format!("cpu {source}"))),
+        DeviceSpec::Sim(n) => Ok(chosen(
+            Placement::sim(n),
+            format!("sim:{n} {source}: a simulated device (host memory, checked as a device of its own)"),
+        )),
         DeviceSpec::Cuda(n) => {
             let device = cuda(n).map_err(|why| {
-                WorkbookError::InvalidConfig(format!("cuda:{n} was {source} but {why}"))
+                WorkbookError::InvalidConfig(format!(
+                    "cuda:{n} was {source} but {why}; use cpu, or sim:{n} to practise device placement without a GPU"
+                ))
             })?;
-            Ok(Chosen {
-                device,
-                name: format!("cuda:{n}"),
-                reason: format!("cuda:{n} {source}"),
-            })
+            Ok(chosen(Placement::of(&device), format!("cuda:{n} {source}")))
         }
         DeviceSpec::Auto => match cuda(0) {
-            Ok(device) => Ok(Chosen {
-                device,
-                name: "cuda:0".into(),
-                reason: format!("{source}: a CUDA GPU is present"),
-            }),
-            Err(why) => Ok(cpu(format!("{source}: CPU because {why}"))),
+            Ok(device) => Ok(chosen(
+                Placement::of(&device),
+                format!("{source}: a CUDA GPU is present"),
+            )),
+            Err(why) => Ok(chosen(
+                Placement::cpu(),
+                format!("{source}: CPU because {why}"),
+            )),
         },
     }
 }
 
-fn cpu(reason: String) -> Chosen {
-    Chosen {
-        device: Device::Cpu,
-        name: "cpu".into(),
-        reason,
+/// The "accelerator" of a device lesson: `cuda:0` when a CUDA GPU is usable, else the simulated
+/// `sim:1`. A lesson written against it fails and passes the same way on both, and uses the
+/// real GPU whenever there is one.
+pub fn accelerator() -> Chosen {
+    match cuda(0) {
+        Ok(device) => Chosen {
+            name: "cuda:0".into(),
+            placement: Placement::of(&device),
+            reason: "a CUDA GPU is present".into(),
+        },
+        Err(why) => Chosen {
+            name: "sim:1".into(),
+            placement: Placement::sim(1),
+            reason: format!("simulated, because {why}"),
+        },
     }
 }
 
 /// Opens CUDA device `n`, or says why not. `Device::cuda_if_available` is not used: in a `cuda`
 /// build it does not fall back when no GPU is present.
-fn cuda(n: usize) -> std::result::Result<Device, String> {
+pub(crate) fn cuda(n: usize) -> std::result::Result<Device, String> {
     if !candle_core::utils::cuda_is_available() {
         return Err("this build has no CUDA support (build with --features cuda)".into());
     }
     Device::new_cuda(n).map_err(|e| format!("no usable CUDA device {n} ({e})"))
 }
 
-/// The short name of a device: `cpu`, `cuda:0`, ...
+/// The short name of a candle device: `cpu`, `cuda:0`, ...
 pub fn name(device: &Device) -> String {
-    match device.location() {
-        candle_core::DeviceLocation::Cpu => "cpu".into(),
-        candle_core::DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
-        candle_core::DeviceLocation::Metal { gpu_id } => format!("metal:{gpu_id}"),
-    }
+    Placement::of(device).to_string()
 }

@@ -23,6 +23,7 @@
 //! ```
 
 use crate::error::{Result, WorkbookError};
+use crate::placement::{bytes_of, Placement};
 use candle_core::{DType, Device, Tensor};
 use std::sync::{Arc, OnceLock};
 
@@ -34,8 +35,11 @@ pub struct EdgeIndex {
     dst_host: Arc<[u32]>,
     src: Tensor,
     dst: Tensor,
+    at: Placement,
     self_loops: Arc<OnceLock<SelfLoops>>,
     remaining_self_loops: Arc<OnceLock<SelfLoops>>,
+    // Sorted copies for the fast kernels (issue 9), built on first use and shared by clones.
+    csr: Arc<OnceLock<Arc<crate::ops::Csr>>>,
 }
 
 /// The result of a self-loop rewrite: the new edges, and for each new edge where its
@@ -52,8 +56,14 @@ pub struct SelfLoops {
 
 impl EdgeIndex {
     /// Builds an edge index from source and target ids, checking that both lists have the same
-    /// length and that every id is in `0..num_nodes`.
-    pub fn new(src: &[i64], dst: &[i64], num_nodes: usize, device: &Device) -> Result<Self> {
+    /// length and that every id is in `0..num_nodes`. The ids are placed on `at` (a `&Device`
+    /// or a [`Placement`]) when they are created.
+    pub fn new(
+        src: &[i64],
+        dst: &[i64],
+        num_nodes: usize,
+        at: impl Into<Placement>,
+    ) -> Result<Self> {
         if src.len() != dst.len() {
             return Err(WorkbookError::InvalidGraph(format!(
                 "edge_index rows differ in length: {} sources but {} targets",
@@ -83,7 +93,10 @@ impl EdgeIndex {
         };
         let src = check(src, "0")?;
         let dst = check(dst, "1")?;
-        Self::from_u32(src, dst, num_nodes, device)
+        let at = at.into();
+        let ei = Self::from_u32(src, dst, num_nodes, &at)?;
+        at.record_upload(bytes_of(&ei.src) + bytes_of(&ei.dst), "edge_index");
+        Ok(ei)
     }
 
     /// Builds an edge index from a `[2, E]` tensor of `i64`, `i32` or `u32` ids (PyG's layout).
@@ -111,18 +124,21 @@ impl EdgeIndex {
         Self::new(&ids[0], &ids[1], num_nodes, edge_index.device())
     }
 
-    fn from_u32(src: Vec<u32>, dst: Vec<u32>, num_nodes: usize, device: &Device) -> Result<Self> {
+    /// Builds the tensors on `at` without recording the upload (the callers name it).
+    fn from_u32(src: Vec<u32>, dst: Vec<u32>, num_nodes: usize, at: &Placement) -> Result<Self> {
         let e = src.len();
-        let src_t = Tensor::from_slice(&src, e, device)?;
-        let dst_t = Tensor::from_slice(&dst, e, device)?;
+        let src_t = Tensor::from_slice(&src, e, at.device())?;
+        let dst_t = Tensor::from_slice(&dst, e, at.device())?;
         Ok(Self {
             num_nodes,
             src_host: src.into(),
             dst_host: dst.into(),
             src: src_t,
             dst: dst_t,
+            at: at.clone(),
             self_loops: Arc::default(),
             remaining_self_loops: Arc::default(),
+            csr: Arc::default(),
         })
     }
 
@@ -156,9 +172,14 @@ impl EdgeIndex {
         &self.dst_host
     }
 
-    /// The device the id tensors live on.
+    /// The candle device the id tensors live on.
     pub fn device(&self) -> &Device {
-        self.src.device()
+        self.at.device()
+    }
+
+    /// Where the id tensors live (`cpu`, `sim:1`, `cuda:0`).
+    pub fn placement(&self) -> &Placement {
+        &self.at
     }
 
     /// The edge index as PyG's `i64 [2, E]` tensor, on `device`.
@@ -172,19 +193,30 @@ impl EdgeIndex {
         Ok(Tensor::from_vec(ids, (2, self.num_edges()), device)?)
     }
 
-    /// A copy whose tensors live on `device` (structure caches are rebuilt there on demand).
-    pub fn to_device(&self, device: &Device) -> Result<Self> {
-        if self.device().same_device(device) {
+    /// A copy whose tensors live on `to` (structure caches are rebuilt there on demand). The
+    /// copy is recorded in the ledger as `edge_index`; already there, nothing is copied.
+    pub fn to_device(&self, to: impl Into<Placement>) -> Result<Self> {
+        self.to_device_named(to, "edge_index")
+    }
+
+    pub(crate) fn to_device_named(&self, to: impl Into<Placement>, what: &str) -> Result<Self> {
+        let to = self.at.destination(&to.into());
+        if to == self.at {
             return Ok(self.clone());
         }
+        let mut moved = to.move_tensors(&[&self.src, &self.dst], &self.at, what)?;
+        let dst = moved.pop().expect("two tensors moved");
+        let src = moved.pop().expect("two tensors moved");
         Ok(Self {
             num_nodes: self.num_nodes,
             src_host: self.src_host.clone(),
             dst_host: self.dst_host.clone(),
-            src: self.src.to_device(device)?,
-            dst: self.dst.to_device(device)?,
+            src,
+            dst,
+            at: to,
             self_loops: Arc::default(),
             remaining_self_loops: Arc::default(),
+            csr: Arc::default(),
         })
     }
 
@@ -221,6 +253,21 @@ impl EdgeIndex {
         Ok(self.remaining_self_loops.get_or_init(|| built))
     }
 
+    /// The edges sorted by destination and by source ([`crate::ops::Csr`]), for the fast
+    /// message-passing kernels. Built on the first call and shared by every clone.
+    pub fn csr(&self) -> Result<&Arc<crate::ops::Csr>> {
+        if let Some(done) = self.csr.get() {
+            return Ok(done);
+        }
+        let built = crate::ops::Csr::new(
+            &self.src_host,
+            &self.dst_host,
+            self.num_nodes,
+            self.device(),
+        )?;
+        Ok(self.csr.get_or_init(|| Arc::new(built)))
+    }
+
     fn append_loops(
         &self,
         kept: &[usize],
@@ -242,10 +289,17 @@ impl EdgeIndex {
             gather.push(loop_source(node).unwrap_or(fill) as u32);
         }
         let len = gather.len();
-        Ok(SelfLoops {
-            edge_index: Self::from_u32(src, dst, n, self.device())?,
+        let loops = SelfLoops {
+            edge_index: Self::from_u32(src, dst, n, &self.at)?,
             gather: Tensor::from_vec(gather, len, self.device())?,
-        })
+        };
+        // Built once from the host copy, like PyG's mask-based rewrite; on a GPU that is one
+        // upload, which the ledger shows.
+        self.at.record_upload(
+            bytes_of(&loops.edge_index.src) * 3,
+            "edge_index (self-loops)",
+        );
+        Ok(loops)
     }
 }
 

@@ -43,9 +43,22 @@ pub enum WorkbookError {
     #[error("download of {url} failed: {message}")]
     Download { url: String, message: String },
 
+    /// Tensors that must be on one device are not. Names the tensor, both devices and the fix.
+    #[error(transparent)]
+    DeviceMismatch(Box<crate::placement::Mismatch>),
+
     /// An error from candle (tensor maths, devices, dtypes).
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
+
+    /// A worker thread (serving, the race demonstration) stopped with a panic or lost its peer.
+    #[error("worker thread failed: {0}")]
+    Thread(String),
+
+    /// Export pre-flight found problems (devices, dtypes, mode, example inputs); every one is
+    /// listed with its fix.
+    #[error("export pre-flight failed ({} problem(s)):\n  - {}", .0.len(), .0.join("\n  - "))]
+    Preflight(Vec<String>),
 
     /// An I/O error with the path it concerns.
     #[error("{path}: {source}")]

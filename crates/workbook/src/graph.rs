@@ -16,6 +16,7 @@
 
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
+use crate::placement::{bytes_of, inherit, Placed, Placement, Role};
 use candle_core::{Device, Tensor};
 
 /// Node ids of the train / validation / test sets, as `u32` tensors.
@@ -63,12 +64,36 @@ impl Split {
         Ok([mask(&self.train)?, mask(&self.val)?, mask(&self.test)?])
     }
 
-    fn to_device(&self, device: &Device) -> Result<Self> {
-        Ok(Self {
-            train: self.train.to_device(device)?,
-            val: self.val.to_device(device)?,
-            test: self.test.to_device(device)?,
-        })
+    fn move_to(&self, to: &Placement, from: &Placement, what: &str) -> Result<Self> {
+        let mut m = to.move_tensors(&[&self.train, &self.val, &self.test], from, what)?;
+        let test = m.pop().expect("three tensors moved");
+        let val = m.pop().expect("three tensors moved");
+        let train = m.pop().expect("three tensors moved");
+        Ok(Self { train, val, test })
+    }
+}
+
+/// The parts of a [`Graph`], for moving one part on its own ([`Graph::move_part`]) and for
+/// naming the culprit of a device mismatch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphPart {
+    X,
+    EdgeIndex,
+    EdgeWeight,
+    Labels,
+    Masks,
+}
+
+impl GraphPart {
+    /// The part's name as PyG's `Data` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GraphPart::X => "x",
+            GraphPart::EdgeIndex => "edge_index",
+            GraphPart::EdgeWeight => "edge_weight",
+            GraphPart::Labels => "y",
+            GraphPart::Masks => "train_mask/val_mask/test_mask",
+        }
     }
 }
 
@@ -78,15 +103,18 @@ pub struct Graph {
     /// A short name for reports (`karate`, `cora`, ...).
     pub name: String,
     x: Tensor,
+    x_at: Placement,
     edge_index: EdgeIndex,
-    edge_weight: Option<Tensor>,
-    y: Option<Tensor>,
+    edge_weight: Option<(Tensor, Placement)>,
+    y: Option<(Tensor, Placement)>,
     num_classes: usize,
-    split: Option<Split>,
+    split: Option<(Split, Placement)>,
 }
 
 impl Graph {
-    /// A graph with features `x` (`[N, F]`, float) and edges.
+    /// A graph with features `x` (`[N, F]`, float) and edges. `x` takes the edge index's
+    /// placement when both are on the same candle device (so a graph built on `sim:1` is on
+    /// `sim:1`); otherwise it keeps its own, and a model's pre-flight check will name it.
     pub fn new(name: impl Into<String>, x: Tensor, edge_index: EdgeIndex) -> Result<Self> {
         let dims = x.dims();
         if dims.len() != 2 || !x.dtype().is_float() {
@@ -104,6 +132,7 @@ impl Graph {
         }
         Ok(Self {
             name: name.into(),
+            x_at: inherit(&x, edge_index.placement()),
             x,
             edge_index,
             edge_weight: None,
@@ -116,7 +145,8 @@ impl Graph {
     /// Adds edge weights (`[E]`, float).
     pub fn with_edge_weight(mut self, w: Tensor) -> Result<Self> {
         crate::layers::gcn_conv::check_edge_weight(&w, &self.edge_index)?;
-        self.edge_weight = Some(w);
+        let at = inherit(&w, self.edge_index.placement());
+        self.edge_weight = Some((w, at));
         Ok(self)
     }
 
@@ -151,8 +181,15 @@ impl Graph {
         }
         self.num_classes = y.iter().copied().max().map_or(0, |m| m as usize + 1);
         let labels: Vec<u32> = y.iter().map(|&v| v as u32).collect();
-        self.y = Some(Tensor::from_vec(labels, n, self.x.device())?);
-        self.split = Some(split.to_device(self.x.device())?);
+        let at = self.x_at.clone();
+        let y = Tensor::from_vec(labels, n, at.device())?;
+        at.record_upload(bytes_of(&y), "y");
+        self.y = Some((y, at.clone()));
+        let split_at = Placement::of(split.train.device());
+        self.split = Some((
+            split.move_to(&at, &split_at, "train_mask/val_mask/test_mask")?,
+            at,
+        ));
         Ok(self)
     }
 
@@ -166,15 +203,15 @@ impl Graph {
     }
     /// Edge weights `[E]`, if any.
     pub fn edge_weight(&self) -> Option<&Tensor> {
-        self.edge_weight.as_ref()
+        self.edge_weight.as_ref().map(|(w, _)| w)
     }
     /// Labels `u32 [N]`, if any.
     pub fn y(&self) -> Option<&Tensor> {
-        self.y.as_ref()
+        self.y.as_ref().map(|(y, _)| y)
     }
     /// The split, if any.
     pub fn split(&self) -> Option<&Split> {
-        self.split.as_ref()
+        self.split.as_ref().map(|(s, _)| s)
     }
     /// Number of classes (0 without labels).
     pub fn num_classes(&self) -> usize {
@@ -192,35 +229,98 @@ impl Graph {
     pub fn num_features(&self) -> usize {
         self.x.dims()[1]
     }
-    /// The device the tensors live on.
+    /// The candle device of the features.
     pub fn device(&self) -> &Device {
         self.x.device()
     }
 
-    /// A copy of the graph on `device` (PyG: `data.to(device)`, which also returns a copy).
-    pub fn to_device(&self, device: &Device) -> Result<Self> {
-        Ok(Self {
-            name: self.name.clone(),
-            x: self.x.to_device(device)?,
-            edge_index: self.edge_index.to_device(device)?,
-            edge_weight: self
-                .edge_weight
-                .as_ref()
-                .map(|w| w.to_device(device))
-                .transpose()?,
-            y: self.y.as_ref().map(|y| y.to_device(device)).transpose()?,
-            num_classes: self.num_classes,
-            split: self
-                .split
-                .as_ref()
-                .map(|s| s.to_device(device))
-                .transpose()?,
-        })
+    /// Where the features live; the graph's placement when all parts agree.
+    pub fn placement(&self) -> &Placement {
+        &self.x_at
+    }
+
+    /// Every part that is present, with its placement (for checks and debugging).
+    pub fn placements(&self) -> Vec<(GraphPart, &Placement)> {
+        let mut out = vec![
+            (GraphPart::X, &self.x_at),
+            (GraphPart::EdgeIndex, self.edge_index.placement()),
+        ];
+        if let Some((_, at)) = &self.edge_weight {
+            out.push((GraphPart::EdgeWeight, at));
+        }
+        if let Some((_, at)) = &self.y {
+            out.push((GraphPart::Labels, at));
+        }
+        if let Some((_, at)) = &self.split {
+            out.push((GraphPart::Masks, at));
+        }
+        out
+    }
+
+    /// Checks that every part is on `expected` (described as `expected_what`, e.g. "model
+    /// parameters"), naming the first part that is not.
+    pub fn check_on(&self, expected_what: &str, expected: &Placement) -> Result<()> {
+        let items: Vec<Placed> = self
+            .placements()
+            .into_iter()
+            .map(|(part, at)| Placed::new(part.name(), Role::Input, at))
+            .collect();
+        crate::placement::check_all(expected_what, expected, &items)
+    }
+
+    /// A copy of the graph on `to` (PyG: `data.to(device)`, which also returns a copy). Each
+    /// part's copy is recorded in the ledger (`graph.x`, `graph.edge_index`, ...); parts that
+    /// are already there are not copied.
+    pub fn to_device(&self, to: impl Into<Placement>) -> Result<Self> {
+        let to = self.x_at.destination(&to.into());
+        let mut g = self.clone();
+        for part in [
+            GraphPart::X,
+            GraphPart::EdgeIndex,
+            GraphPart::EdgeWeight,
+            GraphPart::Labels,
+            GraphPart::Masks,
+        ] {
+            g = g.move_part(part, &to)?;
+        }
+        Ok(g)
+    }
+
+    /// A copy with only `part` moved to `to`: PyG's `data.x = data.x.to(device)`. Moving one
+    /// part and forgetting the others is the classic way to get a mismatch, which a model's
+    /// pre-flight check then names.
+    pub fn move_part(&self, part: GraphPart, to: &Placement) -> Result<Self> {
+        let mut g = self.clone();
+        let to = self.x_at.destination(to);
+        let what = format!("{}.{}", self.name, part.name());
+        match part {
+            GraphPart::X => {
+                g.x = to.move_tensor(&self.x, &self.x_at, &what)?;
+                g.x_at = to;
+            }
+            GraphPart::EdgeIndex => g.edge_index = self.edge_index.to_device_named(&to, &what)?,
+            GraphPart::EdgeWeight => {
+                if let Some((w, at)) = &self.edge_weight {
+                    g.edge_weight = Some((to.move_tensor(w, at, &what)?, to));
+                }
+            }
+            GraphPart::Labels => {
+                if let Some((y, at)) = &self.y {
+                    g.y = Some((to.move_tensor(y, at, &what)?, to));
+                }
+            }
+            GraphPart::Masks => {
+                if let Some((s, at)) = &self.split {
+                    g.split = Some((s.move_to(&to, at, &what)?, to));
+                }
+            }
+        }
+        Ok(g)
     }
 
     /// Labels as `i64` on the host.
     pub fn labels_host(&self) -> Result<Option<Vec<i64>>> {
-        Ok(match &self.y {
+        Ok(match self.y() {
             Some(y) => Some(y.to_vec1::<u32>()?.into_iter().map(i64::from).collect()),
             None => None,
         })

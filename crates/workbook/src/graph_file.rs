@@ -24,13 +24,14 @@
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
 use crate::graph::{Graph, Split};
+use crate::placement::Placement;
 use crate::tensor_file;
 use candle_core::{DType, Device, Tensor};
 use std::path::Path;
 
 impl Graph {
     /// Reads a graph file (see the module docs) onto `device`.
-    pub fn load(path: &Path, device: &Device) -> Result<Self> {
+    pub fn load(path: &Path, device: impl Into<Placement>) -> Result<Self> {
         let file = tensor_file::read(path, &Device::Cpu)?;
         let bad = |msg: String| WorkbookError::file(path, msg);
         let t = &file.tensors;

@@ -26,9 +26,11 @@
 
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
+use crate::graph::Graph;
 use crate::layers::{Attention, GatV2Config, GatV2Conv, GcnConfig, GcnConv};
+use crate::placement::{bytes_of, check_all, inherit, Placed, Placement, Role};
 use crate::train::dropout::Dropout;
-use candle_core::{DType, Device, Tensor, Var};
+use candle_core::{DType, Tensor, Var};
 use candle_nn::{VarBuilder, VarMap};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -261,9 +263,17 @@ impl Model {
         Ok(Self { config, layers })
     }
 
-    /// A freshly initialised, trainable model (PyG's initialisation, seeded) and its variables.
-    pub fn init(config: ModelConfig, seed: u64, device: &Device) -> Result<(Self, VarMap)> {
+    /// A freshly initialised, trainable model (PyG's initialisation, seeded) and its variables,
+    /// created on `at` (a `&Device` or a [`Placement`]). The initial values are drawn on the
+    /// host, so on a device each parameter is one upload in the ledger.
+    pub fn init(
+        config: ModelConfig,
+        seed: u64,
+        at: impl Into<Placement>,
+    ) -> Result<(Self, VarMap)> {
         config.validate()?;
+        let at = at.into();
+        let device = at.device();
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let varmap = VarMap::new();
         {
@@ -278,21 +288,35 @@ impl Model {
                     LayerConfig::GatV2(c) => c.init_parameters(&mut rng, device)?,
                 };
                 for (name, t) in params {
+                    at.record_upload(bytes_of(&t), &format!("{prefix}{name}"));
                     vars.insert(format!("{prefix}{name}"), Var::from_tensor(&t)?);
                 }
             }
         }
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, device);
-        Ok((Self::new(config, vb)?, varmap))
+        let mut model = Self::new(config, vb)?;
+        model.set_placement(&at);
+        Ok((model, varmap))
+    }
+
+    fn set_placement(&mut self, at: &Placement) {
+        for layer in &mut self.layers {
+            match layer {
+                Layer::Gcn(c) => c.set_placement(at),
+                Layer::GatV2(c) => c.set_placement(at),
+            }
+        }
     }
 
     /// Builds the model from named tensors (e.g. a PyG `state_dict`), after checking that every
     /// expected parameter is present with the right shape; all problems are reported at once.
+    /// The parameters are copied into trainable variables on `at`, so training can resume.
     pub fn from_tensors(
         config: ModelConfig,
         tensors: &HashMap<String, Tensor>,
-        device: &Device,
+        at: impl Into<Placement>,
     ) -> Result<Self> {
+        let at = at.into();
         let mut problems = Vec::new();
         for (name, shape) in config.parameter_shapes() {
             match tensors.get(&name) {
@@ -311,8 +335,206 @@ impl Model {
         if !problems.is_empty() {
             return Err(WorkbookError::WeightsMismatch(problems));
         }
-        let vb = VarBuilder::from_tensors(tensors.clone(), DType::F32, device);
-        Self::new(config, vb)
+        let varmap = VarMap::new();
+        {
+            let mut vars = varmap
+                .data()
+                .lock()
+                .expect("a fresh VarMap is not poisoned");
+            for (name, _) in config.parameter_shapes() {
+                let t = &tensors[&name];
+                // A bare tensor on `at`'s candle device is taken to be there already (it cannot
+                // say `sim`); callers that read from the host record that copy themselves, as
+                // `checkpoint::load` does.
+                let from = inherit(t, &at);
+                vars.insert(name.clone(), at.move_parameter(t, &from, &name)?);
+            }
+        }
+        let vb = VarBuilder::from_varmap(&varmap, DType::F32, at.device());
+        let mut model = Self::new(config, vb)?;
+        model.set_placement(&at);
+        Ok(model)
+    }
+
+    /// Where the parameters live (the first layer's placement).
+    pub fn placement(&self) -> &Placement {
+        match &self.layers[0] {
+            Layer::Gcn(c) => c.placement(),
+            Layer::GatV2(c) => c.placement(),
+        }
+    }
+
+    /// Every parameter's full PyG name with its placement.
+    pub fn parameter_placements(&self) -> Vec<(String, &Placement)> {
+        self.layers
+            .iter()
+            .enumerate()
+            .flat_map(|(k, l)| {
+                let prefix = self.config.prefix(k);
+                let (params, at) = match l {
+                    Layer::Gcn(c) => (c.named_parameters(), c.placement()),
+                    Layer::GatV2(c) => (c.named_parameters(), c.placement()),
+                };
+                params
+                    .into_iter()
+                    .map(move |(n, _)| (format!("{prefix}{n}"), at))
+            })
+            .collect()
+    }
+
+    /// Every cached buffer (GCN's `_cached_edge_index`) with its placement.
+    pub fn buffer_placements(&self) -> Vec<(String, &Placement)> {
+        self.layers
+            .iter()
+            .enumerate()
+            .flat_map(|(k, l)| {
+                let prefix = self.config.prefix(k);
+                let buffers = match l {
+                    Layer::Gcn(c) => c.buffer_placements(),
+                    Layer::GatV2(_) => Vec::new(),
+                };
+                buffers
+                    .into_iter()
+                    .map(move |(n, at)| (format!("{prefix}{n}"), at))
+            })
+            .collect()
+    }
+
+    /// A copy of the model on `to`: every parameter (as fresh trainable variables, with their
+    /// PyG names) and every cached buffer. Like `tensor.to` in PyTorch, this returns a copy;
+    /// PyTorch's `module.to` mutates the module instead. Optimiser state does not follow by
+    /// itself: see [`Adam::to_model`](crate::train::Adam::to_model).
+    pub fn to_device(&self, to: impl Into<Placement>) -> Result<Self> {
+        self.moved(&to.into(), true)
+    }
+
+    /// A copy of the model whose parameters are `dtype` (f16/bf16 for inference, f32 for
+    /// training and export), on the same placement; the layers then compute in that dtype, so
+    /// inputs must be converted too (`x.to_dtype(dtype)`). PyTorch's `model.half()` /
+    /// `model.float()`. The copy's parameters are plain tensors (not trainable) and cached
+    /// buffers are dropped (rebuilt in the new dtype on the next forward pass).
+    pub fn to_dtype(&self, dtype: DType) -> Result<Self> {
+        if !dtype.is_float() {
+            return Err(WorkbookError::InvalidConfig(format!(
+                "model parameters must be floating point; {dtype:?} is not (use F32, F16 or BF16)"
+            )));
+        }
+        let at = self.placement().clone();
+        let tensors = self
+            .named_parameters()
+            .into_iter()
+            .map(|(name, t)| Ok((name, t.to_dtype(dtype)?)))
+            .collect::<Result<HashMap<String, Tensor>>>()?;
+        let vb = VarBuilder::from_tensors(tensors, dtype, at.device());
+        let mut model = Self::new(self.config.clone(), vb)?;
+        model.set_placement(&at);
+        Ok(model)
+    }
+
+    /// The dtype of the parameters (the first one's; [`Model::to_dtype`] keeps them equal).
+    pub fn dtype(&self) -> DType {
+        self.named_parameters()
+            .first()
+            .map(|(_, t)| t.dtype())
+            .unwrap_or(DType::F32)
+    }
+
+    /// Moves the parameters only, leaving cached buffers where they were: what PyTorch's
+    /// `module.to` does to PyG's `GCNConv._cached_edge_index`, which is a plain attribute and not
+    /// a registered buffer. Kept to reproduce that failure; the next forward pass names the
+    /// stale buffer.
+    pub fn parameters_to_device(&self, to: impl Into<Placement>) -> Result<Self> {
+        self.moved(&to.into(), false)
+    }
+
+    fn moved(&self, to: &Placement, buffers: bool) -> Result<Self> {
+        let layers = self
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(k, l)| {
+                let prefix = self.config.prefix(k);
+                Ok(match l {
+                    Layer::Gcn(c) => Layer::Gcn(c.moved(to, &prefix, buffers)?),
+                    Layer::GatV2(c) => Layer::GatV2(c.moved(to, &prefix)?),
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            config: self.config.clone(),
+            layers,
+        })
+    }
+
+    /// Forgets every cached buffer (they are rebuilt on the next forward pass).
+    pub fn clear_cache(&mut self) {
+        for layer in &mut self.layers {
+            if let Layer::Gcn(c) = layer {
+                c.clear_cache();
+            }
+        }
+    }
+
+    /// The parameters as trainable variables that share storage with the model, by name (for
+    /// an optimiser).
+    pub fn vars(&self) -> Result<Vec<(String, Var)>> {
+        self.named_parameters()
+            .into_iter()
+            .map(|(name, t)| {
+                if !t.is_variable() {
+                    return Err(WorkbookError::InvalidConfig(format!(
+                        "parameter '{name}' is not trainable (built from plain tensors); build the model with Model::init or Model::from_tensors"
+                    )));
+                }
+                Ok((name, Var::from_tensor(&t)?))
+            })
+            .collect()
+    }
+
+    /// The pre-flight placement check: every parameter on the model's placement, and the inputs
+    /// and cached buffers with them. The error names the first tensor that is elsewhere, its
+    /// device, the expected one, and the fix.
+    pub fn check_inputs(
+        &self,
+        x: &Tensor,
+        edge_index: &EdgeIndex,
+        edge_weight: Option<&Tensor>,
+    ) -> Result<()> {
+        let at = self.placement();
+        let ei_at = edge_index.placement();
+        // Bare tensors cannot say `sim`: one on the model's candle device is taken to be with
+        // the model, so the tagged edge index (or the graph, in `check_graph`) names the culprit.
+        let x_at = inherit(x, at);
+        let w_at = edge_weight.map(|w| inherit(w, at));
+        let params = self.parameter_placements();
+        let buffers = self.buffer_placements();
+        let mut items: Vec<Placed> = params
+            .iter()
+            .map(|(n, p)| Placed::new(n.clone(), Role::Parameter, p))
+            .collect();
+        items.push(Placed::new("x", Role::Input, &x_at));
+        items.push(Placed::new("edge_index", Role::Input, ei_at));
+        if let Some(w_at) = &w_at {
+            items.push(Placed::new("edge_weight", Role::Input, w_at));
+        }
+        items.extend(
+            buffers
+                .iter()
+                .map(|(n, p)| Placed::new(n.clone(), Role::Buffer, p)),
+        );
+        check_all("model parameters", at, &items)
+    }
+
+    /// [`Model::check_inputs`] for a whole graph, labels and masks included.
+    pub fn check_graph(&self, graph: &Graph) -> Result<()> {
+        graph.check_on("model parameters", self.placement())?;
+        self.check_inputs(graph.x(), graph.edge_index(), graph.edge_weight())
+    }
+
+    /// Evaluation-mode forward pass over a whole graph, after [`Model::check_graph`].
+    pub fn forward_graph(&self, graph: &Graph) -> Result<ModelOutput> {
+        self.check_graph(graph)?;
+        self.forward(graph.x(), graph.edge_index(), graph.edge_weight())
     }
 
     /// The model's configuration.
@@ -361,6 +583,7 @@ impl Model {
         edge_weight: Option<&Tensor>,
         mut dropout: Option<&mut Dropout>,
     ) -> Result<ModelOutput> {
+        self.check_inputs(x, edge_index, edge_weight)?;
         let mut h = x.clone();
         let mut attention = Vec::new();
         let last = self.layers.len() - 1;

@@ -18,6 +18,7 @@
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;
 use crate::model::{Model, ModelConfig};
+use crate::placement::Placement;
 use crate::tensor_file;
 use candle_core::{Device, Tensor};
 use std::collections::HashMap;
@@ -51,12 +52,12 @@ pub fn load_model(
     config: &Path,
     weights: &Path,
     weights_prefix: &str,
-    device: &Device,
+    device: impl Into<Placement>,
 ) -> Result<(Model, Vec<String>)> {
     let text = std::fs::read_to_string(config).map_err(|e| WorkbookError::io(config, e))?;
     let config_value =
         ModelConfig::from_json(&text).map_err(|e| WorkbookError::file(config, e.to_string()))?;
-    let file = tensor_file::read(weights, device)?;
+    let file = tensor_file::read(weights, &Device::Cpu)?;
     let mut tensors = HashMap::new();
     let mut ignored = Vec::new();
     let expected: Vec<String> = config_value
@@ -90,10 +91,11 @@ pub fn load_model(
 /// Runs the model of `paths.config` + `paths.weights` on `paths.graph` and writes `out`
 /// (`alpha` / `alpha_edge_index` too for GATv2: the last attention layer's, and each layer's
 /// under `conv{k}.alpha` in multi-layer models).
-pub fn predict_files(paths: &PredictPaths, device: &Device) -> Result<PredictSummary> {
-    let (model, ignored) = load_model(paths.config, paths.weights, paths.weights_prefix, device)?;
-    let graph = Graph::load(paths.graph, device)?;
-    let out = model.forward(graph.x(), graph.edge_index(), graph.edge_weight())?;
+pub fn predict_files(paths: &PredictPaths, device: impl Into<Placement>) -> Result<PredictSummary> {
+    let at = device.into();
+    let (model, ignored) = load_model(paths.config, paths.weights, paths.weights_prefix, &at)?;
+    let graph = Graph::load(paths.graph, &at)?;
+    let out = model.forward_graph(&graph)?;
     let mut tensors: Vec<(String, Tensor)> = vec![("out".into(), out.logits.clone())];
     let cpu = Device::Cpu;
     let n_att = out.attention.len();

@@ -72,3 +72,116 @@ fn trained_models_on_gpu_reproduce_pyg_logits() {
         println!("{model} on CUDA: within {diff:e} of PyG");
     }
 }
+
+/// The GPU as a placement, or `None` after printing why the test is skipped.
+fn gpu_placement(test: &str) -> Option<workbook::Placement> {
+    gpu(test).map(|d| workbook::Placement::of(&d))
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "cuda"),
+    ignore = "needs a GPU: cargo test --features cuda"
+)]
+fn mismatches_on_gpu_are_named_like_on_sim() {
+    use workbook::{GraphPart, Model, ModelConfig, Placement, WorkbookError};
+    let Some(gpu) = gpu_placement("mismatches_on_gpu_are_named_like_on_sim") else {
+        return;
+    };
+    let (model, _) = Model::init(ModelConfig::gcn(34, 8, 4), 0, &gpu).unwrap();
+    let graph = workbook::datasets::karate(&gpu).unwrap();
+    model.forward_graph(&graph).unwrap();
+    for part in [
+        GraphPart::X,
+        GraphPart::EdgeIndex,
+        GraphPart::Labels,
+        GraphPart::Masks,
+    ] {
+        let partial = graph.move_part(part, &Placement::cpu()).unwrap();
+        match model.forward_graph(&partial).unwrap_err() {
+            WorkbookError::DeviceMismatch(m) => {
+                assert_eq!((m.culprit.as_str(), m.found.as_str()), (part.name(), "cpu"));
+                assert_eq!(m.expected, "cuda:0");
+            }
+            other => panic!("{part:?}: {other}"),
+        }
+    }
+    println!(
+        "named on the GPU: {}",
+        model
+            .forward_graph(&graph.to_device(Placement::cpu()).unwrap())
+            .unwrap_err()
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "cuda"),
+    ignore = "needs a GPU: cargo test --features cuda"
+)]
+fn candle_reports_its_own_error_when_checks_are_bypassed() {
+    let Some(gpu) = gpu("candle_reports_its_own_error_when_checks_are_bypassed") else {
+        return;
+    };
+    let a = Tensor::ones(3, workbook::candle_core::DType::F32, &gpu).unwrap();
+    let b = Tensor::ones(3, workbook::candle_core::DType::F32, &Device::Cpu).unwrap();
+    let err = (a + b).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            workbook::candle_core::Error::DeviceMismatchBinaryOp { .. }
+        ),
+        "{err:?}"
+    );
+    println!("candle's own error: {err}");
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "cuda"),
+    ignore = "needs a GPU: cargo test --features cuda"
+)]
+fn ledger_on_gpu_counts_like_sim_and_checkpoint_loads_on_cpu() {
+    use workbook::ledger::Ledger;
+    use workbook::train::{TrainConfig, Trainer};
+    use workbook::{checkpoint, ModelConfig, Placement};
+    let Some(gpu) = gpu_placement("ledger_on_gpu_counts_like_sim_and_checkpoint_loads_on_cpu")
+    else {
+        return;
+    };
+    let run = |at: Placement| {
+        let ledger = Ledger::new();
+        let at = at.with_ledger(&ledger);
+        ledger.set_phase("load");
+        let graph = workbook::datasets::karate(&at).unwrap();
+        let mut t = Trainer::new(ModelConfig::gcn(34, 16, 4), &graph, &TrainConfig::gcn()).unwrap();
+        for _ in 0..5 {
+            t.epoch(&graph).unwrap();
+        }
+        let shape: Vec<(String, String, u64)> = ledger
+            .transfers()
+            .into_iter()
+            .map(|t| (t.phase, t.what, t.bytes))
+            .collect();
+        (shape, t)
+    };
+    let (on_gpu, trainer) = run(gpu.clone());
+    let (on_sim, _) = run(Placement::sim(1));
+    assert_eq!(on_gpu, on_sim);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gpu.safetensors");
+    checkpoint::save(trainer.model(), &path).unwrap();
+    let back = checkpoint::load(&path, Placement::cpu()).unwrap();
+    for ((n, a), (_, b)) in trainer
+        .model()
+        .named_parameters()
+        .iter()
+        .zip(back.named_parameters())
+    {
+        assert_eq!(
+            common::max_abs_diff(&a.to_device(&Device::Cpu).unwrap(), &b),
+            0.0,
+            "{n}"
+        );
+    }
+}

@@ -19,7 +19,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
-    let graph = datasets::load(&args.dataset, args.data_dir.as_deref(), &chosen.device)
+    let graph = datasets::load(&args.dataset, args.data_dir.as_deref(), &chosen.placement)
         .with_context(|| format!("loading dataset '{}'", args.dataset))?;
     graph
         .save(&args.out)

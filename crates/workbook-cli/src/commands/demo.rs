@@ -35,7 +35,7 @@ impl Default for Args {
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
-    let graph = datasets::karate(&chosen.device).context("building the karate graph")?;
+    let graph = datasets::karate(&chosen.placement).context("building the karate graph")?;
     println!(
         "Zachary's karate club: {} members, {} directed edges, {} communities, {} labelled member(s) per community",
         graph.num_nodes(),

@@ -1,6 +1,10 @@
 //! One module per subcommand.
 
+pub mod bench;
 pub mod data;
 pub mod demo;
+pub mod export;
+pub mod inspect;
 pub mod predict;
+pub mod serve_demo;
 pub mod train;

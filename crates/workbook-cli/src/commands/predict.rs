@@ -33,7 +33,7 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
             out: &args.out,
             weights_prefix: &args.weights_prefix,
         },
-        &chosen.device,
+        &chosen.placement,
     )
     .context("predict failed")?;
     if !summary.ignored.is_empty() {

@@ -5,6 +5,7 @@ use anyhow::{Context, Result};
 use serde_json::json;
 use std::path::PathBuf;
 use workbook::device::Chosen;
+use workbook::ledger::Ledger;
 use workbook::train::{train, TrainConfig, TrainReport};
 use workbook::{datasets, Graph, ModelConfig};
 
@@ -49,9 +50,14 @@ pub struct Args {
     /// Seed for initialisation and dropout.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Also save the trained weights (safetensors, PyG names).
+    /// Also save a checkpoint: safetensors with PyG names and the model config in its
+    /// metadata; loads on any device.
     #[arg(long)]
     save: Option<PathBuf>,
+    /// Record every copy between host and device and print the transfer ledger (stderr), with
+    /// per-phase totals in the JSON summary.
+    #[arg(long)]
+    ledger: bool,
 }
 
 /// Trains `kind` on `graph` with a progress bar.
@@ -75,7 +81,14 @@ pub fn train_with_bar(
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
-    let graph = datasets::load(&args.dataset, args.data_dir.as_deref(), &chosen.device)
+    let ledger = Ledger::new();
+    let at = if args.ledger {
+        chosen.placement.clone().with_ledger(&ledger)
+    } else {
+        chosen.placement.clone()
+    };
+    ledger.set_phase("load");
+    let graph = datasets::load(&args.dataset, args.data_dir.as_deref(), &at)
         .with_context(|| format!("loading dataset '{}'", args.dataset))?;
     eprintln!(
         "dataset: {} ({} nodes, {} edges, {} features, {} classes)",
@@ -87,14 +100,16 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     );
     let report = train_with_bar(args.model, &graph, args.epochs, args.seed)?;
     if let Some(path) = &args.save {
-        workbook::tensor_file::write(path, &report.model.named_parameters(), None)
-            .with_context(|| format!("saving weights to {}", path.display()))?;
-        eprintln!("saved weights to {}", path.display());
+        ledger.set_phase("save");
+        workbook::checkpoint::save(&report.model, path)
+            .with_context(|| format!("saving a checkpoint to {}", path.display()))?;
+        eprintln!("saved checkpoint to {}", path.display());
+    }
+    if args.ledger {
+        eprint!("transfer ledger ({}):\n{}", chosen.name, ledger.table());
     }
     let last = report.last();
-    println!(
-        "{}",
-        json!({
+    let mut summary = json!({
             "model": args.model.name(),
             "dataset": graph.name,
             "device": chosen.name,
@@ -105,7 +120,10 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
             "val_accuracy": last.val_accuracy,
             "test_accuracy": last.test_accuracy,
             "epoch_ms": report.epoch_ms(),
-        })
-    );
+    });
+    if args.ledger {
+        summary["ledger"] = serde_json::to_value(ledger.totals())?;
+    }
+    println!("{summary}");
     Ok(())
 }

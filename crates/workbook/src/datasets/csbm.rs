@@ -17,6 +17,7 @@
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
 use crate::graph::{Graph, Split};
+use crate::placement::Placement;
 use candle_core::{Device, Tensor};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -54,7 +55,7 @@ impl CsbmConfig {
 }
 
 /// Generates the graph on `device`.
-pub fn csbm(config: &CsbmConfig, device: &Device) -> Result<Graph> {
+pub fn csbm(config: &CsbmConfig, device: impl Into<Placement>) -> Result<Graph> {
     let CsbmConfig {
         nodes: n,
         classes: c,

@@ -13,6 +13,7 @@
 use crate::edge_index::EdgeIndex;
 use crate::error::Result;
 use crate::graph::{Graph, Split};
+use crate::placement::Placement;
 use candle_core::{Device, Tensor};
 
 /// The 78 friendships, each once with the smaller id first.
@@ -104,7 +105,7 @@ pub const LABELS: [i64; 34] = [
 ];
 
 /// The karate club graph on `device`, edges in PyG's order (sorted by source, then target).
-pub fn karate(device: &Device) -> Result<Graph> {
+pub fn karate(device: impl Into<Placement>) -> Result<Graph> {
     let mut pairs: Vec<(i64, i64)> = EDGES
         .iter()
         .flat_map(|&(a, b)| [(a as i64, b as i64), (b as i64, a as i64)])

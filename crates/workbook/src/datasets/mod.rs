@@ -18,15 +18,16 @@ pub use planetoid::{load_planetoid, load_planetoid_from, PlanetoidSource};
 
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;
-use candle_core::Device;
+use crate::placement::Placement;
 use std::path::Path;
 
 /// Loads a dataset by name onto `device`. `data_dir` is where Planetoid files are looked for
 /// (and downloaded to); `None` means the default cache (see [`planetoid::default_data_dir`]).
-pub fn load(name: &str, data_dir: Option<&Path>, device: &Device) -> Result<Graph> {
+pub fn load(name: &str, data_dir: Option<&Path>, device: impl Into<Placement>) -> Result<Graph> {
+    let device = device.into();
     let lower = name.trim().to_ascii_lowercase();
     if lower == "karate" {
-        return karate(device);
+        return karate(&device);
     }
     if let Some(nodes) = lower.strip_prefix("csbm:") {
         let nodes: usize = nodes.replace('_', "").parse().map_err(|_| {
@@ -34,10 +35,10 @@ pub fn load(name: &str, data_dir: Option<&Path>, device: &Device) -> Result<Grap
                 "{name} (the part after csbm: must be a node count)"
             ))
         })?;
-        return csbm(&CsbmConfig::new(nodes), device);
+        return csbm(&CsbmConfig::new(nodes), &device);
     }
     if lower == "cora" || lower == "citeseer" {
-        return Ok(load_planetoid(&lower, data_dir, device)?.0);
+        return Ok(load_planetoid(&lower, data_dir, &device)?.0);
     }
     Err(WorkbookError::UnknownDataset(name.to_string()))
 }

@@ -21,6 +21,7 @@
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
 use crate::graph::{Graph, Split};
+use crate::placement::Placement;
 use candle_core::{Device, Tensor};
 use planetoid::{PlanetoidFiles, PlanetoidName, FILE_PARTS};
 use std::path::{Path, PathBuf};
@@ -69,7 +70,7 @@ pub fn default_data_dir() -> PathBuf {
 pub fn load_planetoid(
     name: &str,
     data_dir: Option<&Path>,
-    device: &Device,
+    device: impl Into<Placement>,
 ) -> Result<(Graph, PlanetoidSource)> {
     let base = std::env::var(URL_ENV).unwrap_or_else(|_| DEFAULT_URL.to_string());
     load_planetoid_from(name, data_dir, device, &base)
@@ -79,7 +80,7 @@ pub fn load_planetoid(
 pub fn load_planetoid_from(
     name: &str,
     data_dir: Option<&Path>,
-    device: &Device,
+    device: impl Into<Placement>,
     base_url: &str,
 ) -> Result<(Graph, PlanetoidSource)> {
     let name: PlanetoidName = name.parse()?;
@@ -140,7 +141,7 @@ pub fn download(name: PlanetoidName, dir: &Path, base: &str) -> Result<()> {
     Ok(())
 }
 
-fn to_graph(data: planetoid::Planetoid, device: &Device) -> Result<Graph> {
+fn to_graph(data: planetoid::Planetoid, device: impl Into<Placement>) -> Result<Graph> {
     let cpu = Device::Cpu;
     let n = data.num_nodes;
     let x = Tensor::from_vec(data.x, (n, data.num_features), &cpu)?;

@@ -34,6 +34,7 @@ use super::init::glorot;
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
 use crate::ops::segment_softmax;
+use crate::placement::{check_forward, Placement};
 use crate::train::dropout::Dropout;
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::VarBuilder;
@@ -221,6 +222,7 @@ pub struct GatV2Conv {
     lin_r: Option<Linear>,
     att: Tensor,
     bias: Option<Tensor>,
+    at: Placement,
 }
 
 impl GatV2Conv {
@@ -252,12 +254,61 @@ impl GatV2Conv {
             lin_r,
             att,
             bias,
+            at: Placement::of(vb.device()),
         })
     }
 
     /// The layer's configuration.
     pub fn config(&self) -> &GatV2Config {
         &self.config
+    }
+
+    /// Where the parameters live.
+    pub fn placement(&self) -> &Placement {
+        &self.at
+    }
+
+    /// Names the parameters' placement without moving anything (see `GcnConv`).
+    pub(crate) fn set_placement(&mut self, at: &Placement) {
+        self.at = at.clone();
+    }
+
+    /// A copy on `to` with every parameter as a fresh trainable variable (like `tensor.to`,
+    /// not like PyTorch's in-place `module.to`). GATv2 caches nothing.
+    pub fn to_device(&self, to: impl Into<Placement>) -> Result<Self> {
+        self.moved(&to.into(), "")
+    }
+
+    pub(crate) fn moved(&self, to: &Placement, prefix: &str) -> Result<Self> {
+        let to = self.at.destination(to);
+        let param = |t: &Tensor, name: &str| -> Result<Tensor> {
+            Ok(to
+                .move_parameter(t, &self.at, &format!("{prefix}{name}"))?
+                .as_tensor()
+                .clone())
+        };
+        let linear = |l: &Linear, name: &str| -> Result<Linear> {
+            Ok(Linear {
+                weight: param(&l.weight, &format!("{name}.weight"))?,
+                bias: l
+                    .bias
+                    .as_ref()
+                    .map(|b| param(b, &format!("{name}.bias")))
+                    .transpose()?,
+            })
+        };
+        Ok(Self {
+            config: self.config.clone(),
+            lin_l: linear(&self.lin_l, "lin_l")?,
+            lin_r: self
+                .lin_r
+                .as_ref()
+                .map(|l| linear(l, "lin_r"))
+                .transpose()?,
+            att: param(&self.att, "att")?,
+            bias: self.bias.as_ref().map(|b| param(b, "bias")).transpose()?,
+            at: to.clone(),
+        })
     }
 
     /// Every parameter tensor with its PyG name (without prefix).
@@ -293,6 +344,7 @@ impl GatV2Conv {
         dropout: Option<&mut Dropout>,
     ) -> Result<GatV2Output> {
         check_features(x, edge_index, self.config.in_channels, "GATv2Conv")?;
+        check_forward("GATv2Conv parameters", &self.at, x, edge_index, None, &[])?;
         let (h, c) = (self.config.heads, self.config.out_channels);
         let n = edge_index.num_nodes();
         let x_l = self.lin_l.forward(x)?.reshape((n, h, c))?;
@@ -305,21 +357,46 @@ impl GatV2Conv {
         } else {
             edge_index.clone()
         };
-        let x_j = x_l.index_select(edges.sources(), 0)?; // [E, H, C]
-        let x_i = x_r.index_select(edges.targets(), 0)?;
-        let s = leaky_relu(&(x_i + &x_j)?, self.config.negative_slope)?;
-        let scores = s.broadcast_mul(&self.att)?.sum(D::Minus1)?; // [E, H]
-        let alpha = segment_softmax(&scores, edges.targets(), n)?;
+        // The fused CSR kernels (crate::ops) compute the same scores, softmax and sums without
+        // forming [E, H, C] tensors; candle's ops remain for dtypes and devices they do not cover.
+        let csr = if crate::ops::kernels_support(x.dtype(), x.device()) {
+            Some(edges.csr()?.clone())
+        } else {
+            None
+        };
+        let slope = self.config.negative_slope;
+        let (alpha, x_j) = match &csr {
+            Some(csr) => {
+                let scores = crate::ops::gat_scores(&x_l, &x_r, &self.att, csr, slope)?;
+                (crate::ops::csr_softmax(&scores, csr)?, None)
+            }
+            None => {
+                let x_j = x_l.index_select(edges.sources(), 0)?; // [E, H, C]
+                let x_i = x_r.index_select(edges.targets(), 0)?;
+                let s = leaky_relu(&(x_i + &x_j)?, slope)?;
+                let scores = s.broadcast_mul(&self.att)?.sum(D::Minus1)?; // [E, H]
+                (segment_softmax(&scores, edges.targets(), n)?, Some(x_j))
+            }
+        };
         let used = match dropout {
             Some(d) if self.config.dropout > 0.0 => d.apply(&alpha, self.config.dropout)?,
             _ => alpha.clone(),
         };
-        let messages = x_j.broadcast_mul(&used.unsqueeze(D::Minus1)?)?;
-        let out = Tensor::zeros((n, h, c), x.dtype(), x.device())?.index_add(
-            edges.targets(),
-            &messages,
-            0,
-        )?;
+        let out = match (&csr, x_j) {
+            (Some(csr), _) => crate::ops::csr_spmm(&x_l, &used, csr)?,
+            (None, x_j) => {
+                let x_j = match x_j {
+                    Some(x_j) => x_j,
+                    None => x_l.index_select(edges.sources(), 0)?,
+                };
+                let messages = x_j.broadcast_mul(&used.unsqueeze(D::Minus1)?)?;
+                Tensor::zeros((n, h, c), x.dtype(), x.device())?.index_add(
+                    edges.targets(),
+                    &messages,
+                    0,
+                )?
+            }
+        };
         let out = if self.config.concat {
             out.reshape((n, h * c))?
         } else {

@@ -29,6 +29,7 @@
 use super::init::glorot;
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
+use crate::placement::{check_forward, Placement};
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::VarBuilder;
 use rand_chacha::ChaCha8Rng;
@@ -120,6 +121,7 @@ pub struct GcnConv {
     config: GcnConfig,
     weight: Tensor,
     bias: Option<Tensor>,
+    at: Placement,
     cache: OnceLock<NormalizedEdges>,
 }
 
@@ -133,6 +135,7 @@ impl Clone for GcnConv {
             config: self.config.clone(),
             weight: self.weight.clone(),
             bias: self.bias.clone(),
+            at: self.at.clone(),
             cache,
         }
     }
@@ -153,6 +156,7 @@ impl GcnConv {
             config,
             weight,
             bias,
+            at: Placement::of(vb.device()),
             cache: OnceLock::new(),
         })
     }
@@ -186,6 +190,70 @@ impl GcnConv {
         self.cache.get()
     }
 
+    /// Where the parameters live.
+    pub fn placement(&self) -> &Placement {
+        &self.at
+    }
+
+    /// Names the parameters' placement without moving anything: for a layer built from a
+    /// `VarBuilder` on the host that stands for a simulated device.
+    pub(crate) fn set_placement(&mut self, at: &Placement) {
+        self.at = at.clone();
+    }
+
+    /// Where the cached normalisation lives, if there is one (named as PyG's attribute).
+    pub fn buffer_placements(&self) -> Vec<(String, &Placement)> {
+        self.cache
+            .get()
+            .map(|c| ("_cached_edge_index".to_string(), c.edge_index.placement()))
+            .into_iter()
+            .collect()
+    }
+
+    /// A copy on `to`: every parameter (as a fresh trainable variable) **and** the cached
+    /// normalisation. PyTorch's `module.to` moves in place and, for PyG's `GCNConv`, leaves
+    /// `_cached_edge_index` behind because it is not a registered buffer; this returns a new
+    /// layer, like `tensor.to`, and moves the cache too.
+    pub fn to_device(&self, to: impl Into<Placement>) -> Result<Self> {
+        self.moved(&to.into(), "", true)
+    }
+
+    /// The move behind [`GcnConv::to_device`]; `buffers = false` reproduces PyG's behaviour of
+    /// leaving the cache where it was. Ledger entries are named `{prefix}lin.weight`, ...
+    pub(crate) fn moved(&self, to: &Placement, prefix: &str, buffers: bool) -> Result<Self> {
+        let to = self.at.destination(to);
+        let param = |t: &Tensor, name: &str| -> Result<Tensor> {
+            Ok(to
+                .move_parameter(t, &self.at, &format!("{prefix}{name}"))?
+                .as_tensor()
+                .clone())
+        };
+        let cache = OnceLock::new();
+        if let Some(c) = self.cache.get() {
+            let c = if buffers {
+                let what = format!("{prefix}_cached_edge_index");
+                NormalizedEdges {
+                    edge_index: c.edge_index.to_device_named(&to, &what)?,
+                    weight: c
+                        .weight
+                        .as_ref()
+                        .map(|w| to.move_tensor(w, c.edge_index.placement(), &what))
+                        .transpose()?,
+                }
+            } else {
+                c.clone()
+            };
+            let _ = cache.set(c);
+        }
+        Ok(Self {
+            config: self.config.clone(),
+            weight: param(&self.weight, "lin.weight")?,
+            bias: self.bias.as_ref().map(|b| param(b, "bias")).transpose()?,
+            at: to.clone(),
+            cache,
+        })
+    }
+
     /// Forgets the cached normalisation (PyG: `conv._cached_edge_index = None`).
     pub fn clear_cache(&mut self) {
         self.cache = OnceLock::new();
@@ -202,6 +270,14 @@ impl GcnConv {
         if let Some(w) = edge_weight {
             check_edge_weight(w, edge_index)?;
         }
+        check_forward(
+            "GCNConv parameters",
+            &self.at,
+            x,
+            edge_index,
+            edge_weight,
+            &self.buffer_placements(),
+        )?;
         let h = x.matmul(&self.weight.t()?)?;
         let edges = self.edges(edge_index, edge_weight, x.dtype())?;
         let out = propagate(&h, &edges.edge_index, edges.weight.as_ref())?;
@@ -284,6 +360,18 @@ pub(crate) fn propagate(
     edge_index: &EdgeIndex,
     weight: Option<&Tensor>,
 ) -> Result<Tensor> {
+    // The fused CSR kernel (crate::ops::spmm) gives the same sums without forming the [E, F]
+    // messages; candle's ops remain for dtypes and devices it does not cover.
+    if crate::ops::kernels_support(h.dtype(), h.device()) {
+        let (n, f) = h.dims2()?;
+        let w = match weight {
+            Some(w) => w.to_dtype(h.dtype())?,
+            None => Tensor::ones(edge_index.num_edges(), h.dtype(), h.device())?,
+        };
+        let csr = edge_index.csr()?;
+        let out = crate::ops::csr_spmm(&h.reshape((n, 1, f))?, &w.unsqueeze(1)?, csr)?;
+        return Ok(out.reshape((n, f))?);
+    }
     let messages = h.index_select(edge_index.sources(), 0)?;
     let messages = match weight {
         Some(w) => messages.broadcast_mul(&w.unsqueeze(D::Minus1)?)?,

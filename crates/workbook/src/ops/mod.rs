@@ -1,7 +1,22 @@
-//! Graph operations candle lacks: the segment max and the per-destination softmax built on it.
+//! Graph operations candle lacks or does slowly: the segment max and per-destination softmax,
+//! and the fused message-passing kernels (CPU, multi-threaded; CUDA behind the `cuda` feature)
+//! that GCN and GATv2 use on a destination-sorted [`Csr`].
 
+pub mod csr;
+pub mod csr_softmax;
+pub mod gat_scores;
+pub mod kernel_support;
 pub mod segment_max;
 pub mod segment_softmax;
+pub mod spmm;
 
+pub use csr::Csr;
+pub use csr_softmax::csr_softmax;
+pub use gat_scores::gat_scores;
+pub use kernel_support::{cpu_threads, kernels_support, set_cpu_threads};
 pub use segment_max::segment_max;
 pub use segment_softmax::segment_softmax;
+pub use spmm::csr_spmm;
+
+/// The CUDA source of the message-passing kernels, for NVRTC and for CI's compile check.
+pub const CUDA_MESSAGE_PASSING: &str = include_str!("../../kernels/message_passing.cu");

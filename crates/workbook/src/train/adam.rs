@@ -17,6 +17,9 @@
 //! assert!((v[0] - 0.9).abs() < 1e-6 && (v[1] + 1.9).abs() < 1e-6);
 //! ```
 
+use crate::error::{Result, WorkbookError};
+use crate::model::Model;
+use crate::placement::{check_all, Placed, Placement, Role};
 use candle_core::{Tensor, Var};
 
 struct Slot {
@@ -35,11 +38,40 @@ pub struct Adam {
     beta2: f64,
     eps: f64,
     step: u64,
+    /// Where the parameters are, and where the state (`m`, `v`) is. They differ only after
+    /// [`Adam::rebind`], which reproduces PyTorch's "optimizer state left behind".
+    params_at: Placement,
+    state_at: Placement,
 }
 
 impl Adam {
-    /// An optimiser over `(name, variable, weight_decay)` triples.
+    /// An optimiser over `(name, variable, weight_decay)` triples, on the variables' device.
     pub fn new(params: Vec<(String, Var, f64)>, lr: f64) -> candle_core::Result<Self> {
+        let at = params
+            .first()
+            .map_or_else(Placement::cpu, |(_, v, _)| Placement::of(v.device()));
+        Self::new_on(params, lr, at)
+    }
+
+    /// An optimiser over every parameter of `model` (on the model's placement, `sim:N`
+    /// included), with the weight decay `weight_decay(name)` for each.
+    pub fn for_model(model: &Model, lr: f64, weight_decay: impl Fn(&str) -> f64) -> Result<Self> {
+        let params = model
+            .vars()?
+            .into_iter()
+            .map(|(name, var)| {
+                let wd = weight_decay(&name);
+                (name, var, wd)
+            })
+            .collect();
+        Ok(Self::new_on(params, lr, model.placement().clone())?)
+    }
+
+    fn new_on(
+        params: Vec<(String, Var, f64)>,
+        lr: f64,
+        at: Placement,
+    ) -> candle_core::Result<Self> {
         let slots = params
             .into_iter()
             .map(|(name, var, weight_decay)| {
@@ -59,7 +91,95 @@ impl Adam {
             beta2: 0.999,
             eps: 1e-8,
             step: 0,
+            params_at: at.clone(),
+            state_at: at,
         })
+    }
+
+    /// The optimiser for `model`, a moved copy of the model this optimiser was built for: each
+    /// slot is bound to the parameter of the same name and its state is copied to the model's
+    /// placement, so training continues exactly where it stopped. PyTorch keeps optimiser state
+    /// with the parameters it updates in place; here the model is a new value, so the optimiser
+    /// follows it explicitly.
+    pub fn to_model(&self, model: &Model) -> Result<Self> {
+        self.bind(model, true)
+    }
+
+    /// Binds to `model`'s parameters but leaves the state where it was: the PyTorch pitfall of
+    /// loading optimiser state on one device and the model on another. The next step names the
+    /// stale state; kept for lessons and tests.
+    pub fn rebind(&self, model: &Model) -> Result<Self> {
+        self.bind(model, false)
+    }
+
+    fn bind(&self, model: &Model, move_state: bool) -> Result<Self> {
+        let mut vars: std::collections::HashMap<String, Var> = model.vars()?.into_iter().collect();
+        let to = self.state_at.destination(model.placement());
+        let slots = self
+            .slots
+            .iter()
+            .map(|s| {
+                let var = vars.remove(&s.name).ok_or_else(|| {
+                    WorkbookError::InvalidConfig(format!(
+                        "the optimiser has state for '{}' but the model has no such parameter; build a new optimiser with Adam::for_model",
+                        s.name
+                    ))
+                })?;
+                let (m, v) = if move_state {
+                    (
+                        to.move_tensor(&s.m, &self.state_at, &format!("exp_avg[{}]", s.name))?,
+                        to.move_tensor(&s.v, &self.state_at, &format!("exp_avg_sq[{}]", s.name))?,
+                    )
+                } else {
+                    (s.m.clone(), s.v.clone())
+                };
+                Ok(Slot {
+                    name: s.name.clone(),
+                    var,
+                    weight_decay: s.weight_decay,
+                    m,
+                    v,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            slots,
+            lr: self.lr,
+            beta1: self.beta1,
+            beta2: self.beta2,
+            eps: self.eps,
+            step: self.step,
+            params_at: to.clone(),
+            state_at: if move_state {
+                to
+            } else {
+                self.state_at.clone()
+            },
+        })
+    }
+
+    /// Where the optimiser state lives.
+    pub fn state_placement(&self) -> &Placement {
+        &self.state_at
+    }
+
+    /// Checks that the state is with the parameters, naming the first stale tensor.
+    pub fn check_placement(&self) -> Result<()> {
+        let names: Vec<String> = self
+            .slots
+            .iter()
+            .flat_map(|s| {
+                [
+                    format!("exp_avg[{}]", s.name),
+                    format!("exp_avg_sq[{}]", s.name),
+                ]
+            })
+            .collect();
+        let items: Vec<Placed> = names
+            .iter()
+            .map(|n| Placed::new(n.clone(), Role::OptimizerState, &self.state_at))
+            .collect();
+        check_all("model parameters", &self.params_at, &items)
     }
 
     /// Number of steps taken.
@@ -72,8 +192,10 @@ impl Adam {
         self.slots.iter().map(|s| (s.name.as_str(), &s.m, &s.v))
     }
 
-    /// Back-propagates `loss` and updates every parameter.
-    pub fn backward_step(&mut self, loss: &Tensor) -> candle_core::Result<()> {
+    /// Back-propagates `loss` and updates every parameter, after checking that the state is on
+    /// the parameters' device.
+    pub fn backward_step(&mut self, loss: &Tensor) -> Result<()> {
+        self.check_placement()?;
         let grads = loss.backward()?;
         self.step += 1;
         let t = self.step as i32;

@@ -16,6 +16,7 @@
 use candle_core::{Device, Tensor};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
 
 /// A source of dropout masks.
 #[derive(Debug)]
@@ -35,6 +36,38 @@ impl Dropout {
         }
     }
 
+    /// `n` mask values, element `k` kept (1) when the generator's `k`-th `random::<f64>()` is at
+    /// least `p`. That draw is `(u >> 11) · 2⁻⁵³` for the next `u64` `u`, so the test is the
+    /// integer comparison `u >> 11 >= ceil(p · 2⁵³)`, and the `u64`s can be generated in bulk
+    /// and in parallel: ChaCha can seek, so chunk `c` starts at its own offset in the one stream.
+    /// Same masks as drawing one by one, several times faster (issue 9: this was most of a GCN
+    /// epoch on Cora).
+    fn host_mask(&mut self, n: usize, p: f64) -> Vec<f32> {
+        const CHUNK: usize = 1 << 16;
+        // Random words are made and used in blocks that stay in the L1 cache.
+        const BLOCK: usize = 2048;
+        let threshold = (p * (1u64 << 53) as f64).ceil() as u64;
+        let start = self.rng.get_word_pos();
+        let mut keep = vec![0f32; n];
+        keep.par_chunks_mut(CHUNK).enumerate().for_each_init(
+            || (self.rng.clone(), [0u64; BLOCK]),
+            |(rng, words), (c, out)| {
+                // two 32-bit words per u64
+                rng.set_word_pos(start + 2 * (c * CHUNK) as u128);
+                let t = threshold;
+                for out in out.chunks_mut(BLOCK) {
+                    let words = &mut words[..out.len()];
+                    rng.fill(words);
+                    for (o, &u) in out.iter_mut().zip(words.iter()) {
+                        *o = if u >> 11 >= t { 1.0 } else { 0.0 };
+                    }
+                }
+            },
+        );
+        self.rng.set_word_pos(start + 2 * n as u128);
+        keep
+    }
+
     /// Zeroes each element with probability `p` and scales the rest by `1 / (1 - p)`.
     pub fn apply(&mut self, x: &Tensor, p: f64) -> candle_core::Result<Tensor> {
         if p <= 0.0 {
@@ -49,17 +82,35 @@ impl Dropout {
                 .ge(p)?
                 .to_dtype(x.dtype())?
         } else {
-            let keep: Vec<f32> = (0..x.elem_count())
-                .map(|_| {
-                    if self.rng.random::<f64>() >= p {
-                        1.0
-                    } else {
-                        0.0
-                    }
-                })
-                .collect();
+            let keep = self.host_mask(x.elem_count(), p);
             Tensor::from_vec(keep, x.shape(), x.device())?.to_dtype(x.dtype())?
         };
         (x * mask)? * scale
+    }
+}
+
+#[cfg(test)]
+mod mask_tests {
+    use super::*;
+
+    /// The bulk, parallel mask equals drawing `random::<f64>() >= p` one element at a time,
+    /// and leaves the generator where the one-by-one draws would.
+    #[test]
+    fn bulk_mask_equals_one_draw_per_element() {
+        for (n, p) in [(0, 0.5), (7, 0.5), (70_000, 0.6), ((1 << 16) * 2 + 3, 0.1)] {
+            let mut fast = Dropout::new(11, &Device::Cpu);
+            let mut slow = ChaCha8Rng::seed_from_u64(11);
+            // start mid-block, as after an earlier mask of odd length
+            let _ = fast.host_mask(3, 0.5);
+            for _ in 0..3 {
+                let _ = slow.random::<f64>();
+            }
+            let got = fast.host_mask(n, p);
+            let want: Vec<f32> = (0..n)
+                .map(|_| f32::from(u8::from(slow.random::<f64>() >= p)))
+                .collect();
+            assert_eq!(got, want, "n = {n}, p = {p}");
+            assert_eq!(fast.rng.random::<u64>(), slow.random::<u64>());
+        }
     }
 }

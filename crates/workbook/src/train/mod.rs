@@ -6,4 +6,4 @@ pub mod trainer;
 
 pub use adam::Adam;
 pub use dropout::Dropout;
-pub use trainer::{train, EpochStats, TrainConfig, TrainReport};
+pub use trainer::{train, EpochStats, TrainConfig, TrainReport, Trainer};

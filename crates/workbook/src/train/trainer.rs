@@ -4,6 +4,11 @@
 //! back-propagation, one Adam step; then an evaluation pass for train/validation/test accuracy.
 //! The recipes in [`TrainConfig::gcn`] and [`TrainConfig::gatv2`] are PyG's example settings.
 //!
+//! The model is created where the graph is, once; per epoch only four numbers come back to the
+//! host (the loss and three accuracies, in one transfer), which the
+//! [transfer ledger](crate::ledger) shows. A [`Trainer`] can be moved to another device between
+//! epochs (model, cached buffers and optimiser state together) and continues exactly.
+//!
 //! ```
 //! use workbook::{datasets, ModelConfig, train::{train, TrainConfig}};
 //! let g = datasets::karate(&workbook::candle_core::Device::Cpu).unwrap();
@@ -17,8 +22,8 @@ use super::dropout::Dropout;
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;
 use crate::model::{Model, ModelConfig};
+use crate::placement::Placement;
 use candle_core::{DType, Tensor, D};
-use candle_nn::VarMap;
 use serde::Serialize;
 use std::time::Instant;
 
@@ -73,7 +78,6 @@ pub struct EpochStats {
 /// The outcome of a training run.
 pub struct TrainReport {
     pub model: Model,
-    pub vars: VarMap,
     pub history: Vec<EpochStats>,
 }
 
@@ -95,26 +99,44 @@ impl TrainReport {
     }
 }
 
-/// Accuracy of `logits` on the train, validation and test nodes of `graph`.
-pub fn accuracies(logits: &Tensor, graph: &Graph) -> Result<[f32; 3]> {
-    let (y, split) = labelled(graph)?;
+/// Correct predictions on the train, validation and test nodes, as an `f32 [3]` tensor on the
+/// graph's device (nothing is read back).
+fn correct_counts(logits: &Tensor, y: &Tensor, split: &crate::graph::Split) -> Result<Tensor> {
     let pred = logits.argmax(D::Minus1)?;
+    let counts = [&split.train, &split.val, &split.test]
+        .into_iter()
+        .map(|ids| -> Result<Tensor> {
+            Ok(pred
+                .index_select(ids, 0)?
+                .eq(&y.index_select(ids, 0)?)?
+                .to_dtype(DType::F32)?
+                .sum_all()?)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Tensor::stack(&counts, 0)?)
+}
+
+/// Turns correct counts into accuracies (NaN for an empty set).
+fn to_accuracy(counts: &[f32], split: &crate::graph::Split) -> Result<[f32; 3]> {
     let mut out = [0f32; 3];
-    for (slot, ids) in out.iter_mut().zip([&split.train, &split.val, &split.test]) {
+    for ((slot, &c), ids) in out
+        .iter_mut()
+        .zip(counts)
+        .zip([&split.train, &split.val, &split.test])
+    {
         let n = ids.dim(0)?;
-        if n == 0 {
-            *slot = f32::NAN;
-            continue;
-        }
-        let correct = pred
-            .index_select(ids, 0)?
-            .eq(&y.index_select(ids, 0)?)?
-            .to_dtype(DType::F32)?
-            .sum_all()?
-            .to_scalar::<f32>()?;
-        *slot = correct / n as f32;
+        *slot = if n == 0 { f32::NAN } else { c / n as f32 };
     }
     Ok(out)
+}
+
+/// Accuracy of `logits` on the train, validation and test nodes of `graph` (one read-back,
+/// recorded in the graph's ledger as `accuracies`).
+pub fn accuracies(logits: &Tensor, graph: &Graph) -> Result<[f32; 3]> {
+    let (y, split) = labelled(graph)?;
+    let counts = correct_counts(logits, y, split)?;
+    let counts = graph.placement().fetch_vec1::<f32>(&counts, "accuracies")?;
+    to_accuracy(&counts, split)
 }
 
 fn labelled(graph: &Graph) -> Result<(&Tensor, &crate::graph::Split)> {
@@ -124,6 +146,154 @@ fn labelled(graph: &Graph) -> Result<(&Tensor, &crate::graph::Split)> {
             "graph '{}' has no labels or split; training needs y and train/val/test masks",
             graph.name
         ))),
+    }
+}
+
+/// A training run in progress: model, optimiser and dropout state, one epoch at a time.
+///
+/// ```
+/// use workbook::{datasets, placement::Placement, ModelConfig, train::{Trainer, TrainConfig}};
+/// let g = datasets::karate(&Placement::cpu()).unwrap();
+/// let config = ModelConfig::gcn(g.num_features(), 8, g.num_classes());
+/// let mut t = Trainer::new(config, &g, &TrainConfig::gcn()).unwrap();
+/// t.epoch(&g).unwrap();
+/// // Move everything to a simulated device and go on; the graph must follow.
+/// let sim = Placement::sim(1);
+/// t.to_device(&sim).unwrap();
+/// assert!(t.epoch(&g).is_err()); // the graph is still on the cpu: a named mismatch
+/// let g = g.to_device(&sim).unwrap();
+/// t.epoch(&g).unwrap();
+/// ```
+pub struct Trainer {
+    model: Model,
+    opt: Adam,
+    dropout: Dropout,
+    history: Vec<EpochStats>,
+}
+
+impl Trainer {
+    /// A fresh model (seeded) on the graph's placement, with the recipe's optimiser.
+    pub fn new(config: ModelConfig, graph: &Graph, train_config: &TrainConfig) -> Result<Self> {
+        if let Some(l) = graph.placement().ledger() {
+            l.set_phase("init");
+        }
+        let (model, _) = Model::init(config, train_config.seed, graph.placement())?;
+        Self::from_model(model, train_config)
+    }
+
+    /// Trains an existing model (e.g. loaded from a checkpoint) with the recipe's optimiser.
+    pub fn from_model(model: Model, train_config: &TrainConfig) -> Result<Self> {
+        let first_prefix = model.config().prefix(0);
+        let tc = train_config.clone();
+        let opt = Adam::for_model(&model, tc.lr, |name| {
+            if !tc.decay_first_layer_only || name.starts_with(&first_prefix) {
+                tc.weight_decay
+            } else {
+                0.0
+            }
+        })?;
+        let dropout = Dropout::new(
+            train_config.seed.wrapping_add(1),
+            model.placement().device(),
+        );
+        Ok(Self {
+            model,
+            opt,
+            dropout,
+            history: Vec::new(),
+        })
+    }
+
+    /// The model being trained.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The optimiser.
+    pub fn optimizer(&self) -> &Adam {
+        &self.opt
+    }
+
+    /// The statistics of every epoch so far.
+    pub fn history(&self) -> &[EpochStats] {
+        &self.history
+    }
+
+    /// Moves the model (parameters and cached buffers) and the optimiser state to `to`. The
+    /// graph is the caller's and must be moved too. Dropout keeps its random stream, so on
+    /// host-backed devices (`cpu`, `sim:N`) the run continues bit for bit.
+    pub fn to_device(&mut self, to: impl Into<Placement>) -> Result<()> {
+        let to = to.into();
+        let model = self.model.to_device(&to)?;
+        self.opt = self.opt.to_model(&model)?;
+        self.model = model;
+        Ok(())
+    }
+
+    /// Replaces the model with `model` (a moved copy) and rebinds the optimiser **without**
+    /// moving its state: the "optimizer state left behind" mistake, for lessons and tests.
+    pub fn rebind_model_only(&mut self, model: Model) -> Result<()> {
+        self.opt = self.opt.rebind(&model)?;
+        self.model = model;
+        Ok(())
+    }
+
+    /// One epoch on `graph`: checks placement (naming any culprit), takes a training step and
+    /// evaluates. The ledger phase is `epoch N`.
+    pub fn epoch(&mut self, graph: &Graph) -> Result<EpochStats> {
+        let epoch = self.history.len() + 1;
+        let at = self.model.placement().clone();
+        if let Some(l) = at.ledger() {
+            l.set_phase(format!("epoch {epoch}"));
+        }
+        self.model.check_graph(graph)?;
+        self.opt.check_placement()?;
+        let (y, split) = labelled(graph)?;
+        if split.train.dim(0)? == 0 {
+            return Err(WorkbookError::InvalidGraph(format!(
+                "graph '{}' has no training nodes",
+                graph.name
+            )));
+        }
+        let start = Instant::now();
+        let out = self.model.forward_t(
+            graph.x(),
+            graph.edge_index(),
+            graph.edge_weight(),
+            Some(&mut self.dropout),
+        )?;
+        let y_train = y.index_select(&split.train, 0)?;
+        let loss =
+            candle_nn::loss::cross_entropy(&out.logits.index_select(&split.train, 0)?, &y_train)?;
+        self.opt.backward_step(&loss)?;
+        // GPU work is queued asynchronously; wait so the time covers the whole step.
+        at.device().synchronize()?;
+        let step_ms = start.elapsed().as_secs_f64() * 1e3;
+        let eval = self
+            .model
+            .forward(graph.x(), graph.edge_index(), graph.edge_weight())?;
+        let counts = correct_counts(&eval.logits, y, split)?;
+        let metrics = Tensor::cat(&[&loss.to_dtype(DType::F32)?.reshape(1)?, &counts], 0)?;
+        let metrics = at.fetch_vec1::<f32>(&metrics, "metrics (loss, 3 accuracies)")?;
+        let [train_accuracy, val_accuracy, test_accuracy] = to_accuracy(&metrics[1..], split)?;
+        let stats = EpochStats {
+            epoch,
+            loss: metrics[0],
+            train_accuracy,
+            val_accuracy,
+            test_accuracy,
+            step_ms,
+        };
+        self.history.push(stats.clone());
+        Ok(stats)
+    }
+
+    /// The trained model and the history.
+    pub fn into_report(self) -> TrainReport {
+        TrainReport {
+            model: self.model,
+            history: self.history,
+        }
     }
 }
 
@@ -139,69 +309,12 @@ pub fn train(
             "epochs must be at least 1".into(),
         ));
     }
-    let (y, split) = labelled(graph)?;
-    if split.train.dim(0)? == 0 {
-        return Err(WorkbookError::InvalidGraph(format!(
-            "graph '{}' has no training nodes",
-            graph.name
-        )));
-    }
-    let device = graph.device();
-    let (model, vars) = Model::init(config, train_config.seed, device)?;
-    let first_prefix = model.config().prefix(0);
-    let mut named: Vec<(String, candle_core::Var)> = vars
-        .data()
-        .lock()
-        .expect("VarMap lock")
-        .iter()
-        .map(|(n, v)| (n.clone(), v.clone()))
-        .collect();
-    named.sort_by(|a, b| a.0.cmp(&b.0));
-    let params = named
-        .into_iter()
-        .map(|(name, var)| {
-            let decays = !train_config.decay_first_layer_only || name.starts_with(&first_prefix);
-            let wd = if decays {
-                train_config.weight_decay
-            } else {
-                0.0
-            };
-            (name, var, wd)
-        })
-        .collect();
-    let mut opt = Adam::new(params, train_config.lr)?;
-    let mut dropout = Dropout::new(train_config.seed.wrapping_add(1), device);
-    let y_train = y.index_select(&split.train, 0)?;
-    let mut history = Vec::with_capacity(train_config.epochs);
-    for epoch in 1..=train_config.epochs {
-        let start = Instant::now();
-        let out = model.forward_t(
-            graph.x(),
-            graph.edge_index(),
-            graph.edge_weight(),
-            Some(&mut dropout),
-        )?;
-        let loss =
-            candle_nn::loss::cross_entropy(&out.logits.index_select(&split.train, 0)?, &y_train)?;
-        opt.backward_step(&loss)?;
-        let loss = loss.to_scalar::<f32>()?;
-        let step_ms = start.elapsed().as_secs_f64() * 1e3;
-        let eval = model.forward(graph.x(), graph.edge_index(), graph.edge_weight())?;
-        let [train_accuracy, val_accuracy, test_accuracy] = accuracies(&eval.logits, graph)?;
-        let stats = EpochStats {
-            epoch,
-            loss,
-            train_accuracy,
-            val_accuracy,
-            test_accuracy,
-            step_ms,
-        };
+    labelled(graph)?;
+    graph.check_on("the features (x)", graph.placement())?;
+    let mut trainer = Trainer::new(config, graph, train_config)?;
+    for _ in 0..train_config.epochs {
+        let stats = trainer.epoch(graph)?;
         on_epoch(&stats);
-        history.push(stats);
     }
-    Ok(TrainReport {
-        model,
-        vars,
-        history,
-    })
+    Ok(trainer.into_report())
 }

@@ -1,0 +1,131 @@
+//! `workbook bench`: time a model's forward pass and training epoch, one JSON line per run.
+//!
+//! `scripts/pyg_bench.py` prints the same keys for PyTorch Geometric on the same graph file, and
+//! `scripts/compare.sh` puts the two side by side. `--sweep` runs synthetic graphs of growing size
+//! and `--figure` draws how time and memory grow (the book's scaling figure).
+
+use crate::commands::train::ModelKind;
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use std::path::PathBuf;
+use workbook::bench::{bench, BenchConfig, BenchReport};
+use workbook::device::Chosen;
+use workbook::figures::{draw_scaling, ScalingPoint};
+use workbook::{datasets, Graph};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Model(s) to time: gcn, gatv2, or both separated by a comma.
+    #[arg(long, value_enum, value_delimiter = ',', required = true)]
+    model: Vec<ModelKind>,
+    /// karate, cora, citeseer or csbm:<nodes> (ignored with --graph or --sweep).
+    #[arg(long, default_value = "cora")]
+    dataset: String,
+    /// A graph file (as written by `workbook data --out`) to time instead of --dataset.
+    #[arg(long)]
+    graph: Option<PathBuf>,
+    /// Folder with (or for downloading) the Planetoid ind.* files.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Timed repeats of each measurement (the median is reported).
+    #[arg(long, default_value_t = 20)]
+    epochs: usize,
+    /// Untimed runs first.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// CPU threads for the kernels and candle (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Seed for initialisation and dropout.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Time csbm graphs of these node counts instead (e.g. 1000,10000,100000).
+    #[arg(long, value_delimiter = ',')]
+    sweep: Vec<usize>,
+    /// With --sweep: draw epoch time and memory against graph size into this SVG file.
+    #[arg(long)]
+    figure: Option<PathBuf>,
+}
+
+pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
+    if let Some(t) = args.threads {
+        workbook::ops::set_cpu_threads(t).context("setting --threads")?;
+    }
+    if args.epochs == 0 {
+        bail!("--epochs must be at least 1 (the number of timed repeats)");
+    }
+    if args.figure.is_some() && args.sweep.is_empty() {
+        bail!("--figure draws a sweep: add --sweep with node counts, e.g. --sweep 1000,10000");
+    }
+    let runs = BenchConfig {
+        warmup: args.warmup,
+        repeats: args.epochs,
+    };
+    let datasets: Vec<String> = if args.sweep.is_empty() {
+        vec![args.dataset.clone()]
+    } else {
+        args.sweep.iter().map(|n| format!("csbm:{n}")).collect()
+    };
+    let mut points = Vec::new();
+    for name in &datasets {
+        let graph = match (&args.graph, args.sweep.is_empty()) {
+            (Some(path), true) => Graph::load(path, chosen.device())
+                .with_context(|| format!("reading graph file {}", path.display()))?,
+            _ => datasets::load(name, args.data_dir.as_deref(), chosen.device())
+                .with_context(|| format!("loading dataset '{name}'"))?,
+        };
+        for &kind in &args.model {
+            let (config, recipe) = kind.recipe(&graph);
+            let recipe = workbook::train::TrainConfig {
+                seed: args.seed,
+                ..recipe
+            };
+            let report = bench(config, &recipe, &graph, &runs)
+                .with_context(|| format!("timing {} on {}", kind.name(), graph.name))?;
+            println!("{}", line(kind, &graph, chosen, &runs, &report));
+            points.push(ScalingPoint {
+                series: format!("{} (workbook, {})", kind.name(), chosen.name),
+                nodes: graph.num_nodes(),
+                edges: graph.num_edges(),
+                epoch_ms: report.epoch_ms,
+                memory_mb: memory_added(&report),
+            });
+        }
+    }
+    if let Some(path) = &args.figure {
+        draw_scaling(path, "csbm graphs, ~10 edges per node", &points)
+            .with_context(|| format!("drawing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn memory_added(r: &BenchReport) -> Option<f64> {
+    Some(r.peak_rss_mb? - r.base_rss_mb?)
+}
+
+fn line(
+    kind: ModelKind,
+    graph: &Graph,
+    chosen: &Chosen,
+    runs: &BenchConfig,
+    r: &BenchReport,
+) -> serde_json::Value {
+    json!({
+        "impl": "workbook",
+        "model": kind.name(),
+        "dataset": graph.name,
+        "device": chosen.name,
+        "threads": workbook::ops::cpu_threads(),
+        "nodes": graph.num_nodes(),
+        "edges": graph.num_edges(),
+        "warmup": runs.warmup,
+        "repeats": runs.repeats,
+        "forward_ms": r.forward_ms,
+        "epoch_ms": r.epoch_ms,
+        "epoch_ms_min": r.epoch_samples_ms.iter().copied().fold(f64::INFINITY, f64::min),
+        "peak_rss_mb": r.peak_rss_mb,
+        "base_rss_mb": r.base_rss_mb,
+        "peak_mem_mb": memory_added(r),
+    })
+}

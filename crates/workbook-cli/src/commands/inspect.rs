@@ -1,0 +1,40 @@
+//! `workbook inspect`: load a checkpoint and/or a dataset onto the chosen device and print
+//! every tensor with its device, dtype and shape (the usual first step when debugging a
+//! device mismatch).
+
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+use workbook::device::Chosen;
+use workbook::{checkpoint, datasets, inspect};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A checkpoint written by `train --save` (loaded onto --device: map_location).
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    /// A dataset to place on --device: karate, cora, citeseer or csbm:<nodes>.
+    #[arg(long)]
+    dataset: Option<String>,
+    /// Folder with (or for downloading) the Planetoid ind.* files.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
+    if args.checkpoint.is_none() && args.dataset.is_none() {
+        bail!("nothing to inspect: give --checkpoint PATH and/or --dataset NAME");
+    }
+    if let Some(path) = &args.checkpoint {
+        let model = checkpoint::load(path, &chosen.placement)
+            .with_context(|| format!("loading checkpoint {}", path.display()))?;
+        println!("model from {} on {}:", path.display(), chosen.name);
+        print!("{}", inspect::model_table(&model));
+    }
+    if let Some(name) = &args.dataset {
+        let graph = datasets::load(name, args.data_dir.as_deref(), &chosen.placement)
+            .with_context(|| format!("loading dataset '{name}'"))?;
+        println!("graph {} on {}:", graph.name, chosen.name);
+        print!("{}", inspect::graph_table(&graph));
+    }
+    Ok(())
+}

@@ -1,0 +1,54 @@
+//! safetensors export for PyTorch Geometric users: the weights under PyG's names and a small
+//! JSON config beside them.
+//!
+//! `model.safetensors` is a [`checkpoint`](crate::checkpoint) (PyG `state_dict` names such as
+//! `conv1.lin.weight`, float32, the config also in its metadata) and `model.json` is the config
+//! alone (layer classes and their constructor arguments, activation, dropout), for a person
+//! building the PyG model by hand. In Python:
+//!
+//! ```python
+//! from safetensors.torch import load_file
+//! model = GCN(1433, 16, 7)  # conv1 = GCNConv(1433, 16), conv2 = GCNConv(16, 7), as in model.json
+//! model.load_state_dict(load_file("model.safetensors"))
+//! ```
+//!
+//! ```
+//! use workbook::{Model, ModelConfig, Placement};
+//! use workbook::export::safetensors::{export, config_path};
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("gcn.safetensors");
+//! let (model, _) = Model::init(ModelConfig::gcn(4, 8, 2), 0, &Placement::cpu()).unwrap();
+//! export(&model, &path).unwrap();
+//! assert!(config_path(&path).ends_with("gcn.json"));
+//! let back = workbook::checkpoint::load(&path, &Placement::cpu()).unwrap();
+//! assert_eq!(back.config(), model.config());
+//! ```
+
+use crate::atomic_write;
+use crate::checkpoint;
+use crate::error::{Result, WorkbookError};
+use crate::model::Model;
+use candle_core::DType;
+use std::path::{Path, PathBuf};
+
+/// The config side file of `weights`: same name with extension `.json`.
+pub fn config_path(weights: &Path) -> PathBuf {
+    weights.with_extension("json")
+}
+
+/// Writes the weights (PyG names, float32) to `path` and the config to
+/// [`config_path`]`(path)`, both atomically; returns the config path.
+pub fn export(model: &Model, path: &Path) -> Result<PathBuf> {
+    if model.dtype() != DType::F32 {
+        return Err(WorkbookError::InvalidConfig(format!(
+            "safetensors export writes float32 for PyG but the model is {:?}; convert with model.to_dtype(DType::F32)",
+            model.dtype()
+        )));
+    }
+    checkpoint::save(model, path)?;
+    let json = config_path(path);
+    let text = serde_json::to_string_pretty(model.config())
+        .map_err(|e| WorkbookError::file(&json, format!("cannot serialise the config: {e}")))?;
+    atomic_write::write(&json, format!("{text}\n").as_bytes())?;
+    Ok(json)
+}

@@ -1,0 +1,141 @@
+//! Debug helpers: every parameter, buffer, optimiser state and graph tensor with its device,
+//! dtype and shape.
+//!
+//! The usual advice for *"Expected all tensors to be on the same device"* in PyTorch is to
+//! print `[(n, p.device) for n, p in model.named_parameters()]` and the same for buffers and
+//! the batch. These helpers print that table for our types, with `sim:N` devices named.
+//!
+//! ```
+//! use workbook::{datasets, inspect, placement::Placement, Model, ModelConfig};
+//! let sim = Placement::sim(1);
+//! let g = datasets::karate(&sim).unwrap();
+//! let (model, _) = Model::init(ModelConfig::gcn(34, 4, 4), 0, &sim).unwrap();
+//! let table = inspect::model_table(&model);
+//! assert!(table.contains("conv1.lin.weight") && table.contains("sim:1") && table.contains("[4, 34]"));
+//! assert!(inspect::graph_table(&g).contains("edge_index"));
+//! ```
+
+use crate::graph::Graph;
+use crate::model::{Layer, Model};
+use crate::placement::Placement;
+use crate::train::Adam;
+use candle_core::Tensor;
+use std::fmt::Write as _;
+
+/// One tensor in a table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    pub name: String,
+    /// `parameter`, `buffer`, `optimizer state` or `input`.
+    pub kind: &'static str,
+    pub device: String,
+    pub dtype: String,
+    pub shape: Vec<usize>,
+}
+
+fn row(name: impl Into<String>, kind: &'static str, at: &Placement, t: &Tensor) -> Row {
+    Row {
+        name: name.into(),
+        kind,
+        device: at.to_string(),
+        dtype: format!("{:?}", t.dtype()).to_lowercase(),
+        shape: t.dims().to_vec(),
+    }
+}
+
+/// The model's parameters and cached buffers.
+pub fn model_rows(model: &Model) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (k, layer) in model.layers().iter().enumerate() {
+        let prefix = model.config().prefix(k);
+        let (params, at) = match layer {
+            Layer::Gcn(c) => (c.named_parameters(), c.placement()),
+            Layer::GatV2(c) => (c.named_parameters(), c.placement()),
+        };
+        for (n, t) in params {
+            rows.push(row(format!("{prefix}{n}"), "parameter", at, &t));
+        }
+        if let Layer::Gcn(c) = layer {
+            if let Some(cache) = c.cached_edges() {
+                let ei = &cache.edge_index;
+                let name = format!("{prefix}_cached_edge_index");
+                rows.push(row(&name, "buffer", ei.placement(), ei.sources()));
+                if let Some(w) = &cache.weight {
+                    rows.push(row(format!("{name}.weight"), "buffer", ei.placement(), w));
+                }
+            }
+        }
+    }
+    rows
+}
+
+/// The optimiser's state tensors.
+pub fn optimizer_rows(opt: &Adam) -> Vec<Row> {
+    let at = opt.state_placement();
+    opt.state()
+        .flat_map(|(name, m, v)| {
+            [
+                row(format!("exp_avg[{name}]"), "optimizer state", at, m),
+                row(format!("exp_avg_sq[{name}]"), "optimizer state", at, v),
+            ]
+        })
+        .collect()
+}
+
+/// The graph's tensors (`edge_index` is shown as its `[2, E]` shape).
+pub fn graph_rows(graph: &Graph) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (part, at) in graph.placements() {
+        use crate::graph::GraphPart::*;
+        let t = match part {
+            X => graph.x().clone(),
+            EdgeIndex => graph.edge_index().sources().clone(),
+            EdgeWeight => graph
+                .edge_weight()
+                .cloned()
+                .unwrap_or_else(|| graph.x().clone()),
+            Labels => graph.y().cloned().unwrap_or_else(|| graph.x().clone()),
+            Masks => match graph.split() {
+                Some(s) => s.train.clone(),
+                None => continue,
+            },
+        };
+        let mut r = row(part.name(), "input", at, &t);
+        match part {
+            EdgeIndex => r.shape = vec![2, graph.num_edges()],
+            Masks => r.shape = vec![graph.num_nodes()],
+            _ => {}
+        }
+        rows.push(r);
+    }
+    rows
+}
+
+/// Formats rows as an aligned table.
+pub fn table(rows: &[Row]) -> String {
+    let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<w$}  {:<15}  {:<8}  {:<5}  shape",
+        "name", "kind", "device", "dtype"
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{:<w$}  {:<15}  {:<8}  {:<5}  {:?}",
+            r.name, r.kind, r.device, r.dtype, r.shape
+        );
+    }
+    out
+}
+
+/// [`table`] of [`model_rows`].
+pub fn model_table(model: &Model) -> String {
+    table(&model_rows(model))
+}
+
+/// [`table`] of [`graph_rows`].
+pub fn graph_table(graph: &Graph) -> String {
+    table(&graph_rows(graph))
+}

@@ -1,0 +1,517 @@
+//! GATv2's attention scores, one fused candle op: `s[e, h] = Σ_c a[h, c] · LeakyReLU(x_r[i, h, c] + x_l[j, h, c])`
+//! for every edge `e = (j → i)`.
+//!
+//! Composed from candle ops, the scores gather two `[E, H, C]` copies of node rows, then run five
+//! element-wise passes for the LeakyReLU, a multiply and a sum over them, and keep all of it for the
+//! backward pass. For Cora with 8 heads that is modest; for a million edges it is gigabytes. This op
+//! reads the node rows in place and keeps nothing but its inputs.
+//!
+//! The gradient recomputes `x_r[i] + x_l[j]`: `∂x_l` sums over the edges out of each node and
+//! `∂x_r` over the edges into it (both parallel over nodes on the [`Csr`]), `∂a` over all edges in
+//! fixed chunks added in a fixed order, so results do not depend on the number of threads.
+//! LeakyReLU's derivative at exactly 0 is the slope, as in torch.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use workbook::candle_core::{Device, Tensor};
+//! use workbook::ops::{gat_scores, Csr};
+//! let dev = Device::Cpu;
+//! let csr = Arc::new(Csr::new(&[0], &[1], 2, &dev).unwrap()); // one edge 0 -> 1
+//! let x_l = Tensor::new(&[[[1f32, -3.]], [[0., 0.]]], &dev).unwrap(); // [2 nodes, 1 head, 2]
+//! let x_r = Tensor::new(&[[[0f32, 0.]], [[1., 1.]]], &dev).unwrap();
+//! let att = Tensor::new(&[[[1f32, 1.]]], &dev).unwrap();
+//! // LeakyReLU(1 + 1) + LeakyReLU(-3 + 1) = 2 + 0.2 · (-2)
+//! let s = gat_scores(&x_l, &x_r, &att, &csr, 0.2).unwrap();
+//! assert!((s.to_vec2::<f32>().unwrap()[0][0] - 1.6).abs() < 1e-6);
+//! ```
+
+use super::csr::Csr;
+use super::kernel_support::{host_slice, with_host, Real, MIN_ROWS_PER_TASK};
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, CustomOp1, CustomOp3, Layout, Shape, Tensor};
+use rayon::prelude::*;
+use std::sync::Arc;
+
+/// Scores of every edge and head (see the module docs). `x_l`, `x_r`: `[N, H, C]`; `att`:
+/// `[1, H, C]` or `[H, C]`; result `[E, H]` in the edges' original order.
+pub fn gat_scores(
+    x_l: &Tensor,
+    x_r: &Tensor,
+    att: &Tensor,
+    csr: &Arc<Csr>,
+    negative_slope: f64,
+) -> candle_core::Result<Tensor> {
+    let (n, h, c) = x_l.dims3()?;
+    if n != csr.num_nodes() || x_r.dims() != x_l.dims() || att.elem_count() != h * c {
+        candle_core::bail!(
+            "gat_scores: x_l and x_r must be [{}, H, C] and att hold H·C values, got {:?}, {:?}, {:?}",
+            csr.num_nodes(),
+            x_l.dims(),
+            x_r.dims(),
+            att.dims()
+        );
+    }
+    if x_r.dtype() != x_l.dtype() || att.dtype() != x_l.dtype() {
+        candle_core::bail!("gat_scores: x_l, x_r and att must share one dtype");
+    }
+    x_l.contiguous()?.apply_op3(
+        &x_r.contiguous()?,
+        &att.reshape((h, c))?.contiguous()?,
+        GatScores {
+            csr: csr.clone(),
+            slope: negative_slope,
+        },
+    )
+}
+
+struct GatScores {
+    csr: Arc<Csr>,
+    slope: f64,
+}
+
+#[inline]
+fn leaky<T: Real>(z: T, slope: T) -> T {
+    if z > T::zero() {
+        z
+    } else {
+        z * slope
+    }
+}
+
+#[inline]
+fn leaky_grad<T: Real>(z: T, slope: T) -> T {
+    if z > T::zero() {
+        T::one()
+    } else {
+        slope
+    }
+}
+
+fn scores<T: Real>(
+    xl: &[T],
+    xr: &[T],
+    att: &[T],
+    csr: &Csr,
+    h: usize,
+    c: usize,
+    slope: T,
+) -> Vec<T> {
+    let width = h * c;
+    let mut out = vec![T::zero(); csr.num_edges() * h];
+    if h == 0 {
+        return out;
+    }
+    out.par_chunks_mut(h)
+        .with_min_len(MIN_ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(e, se)| {
+            let (j, i) = (csr.src[e] as usize, csr.dst[e] as usize);
+            let (lj, ri) = (&xl[j * width..][..width], &xr[i * width..][..width]);
+            for (hh, s) in se.iter_mut().enumerate() {
+                let r = hh * c..(hh + 1) * c;
+                *s = ri[r.clone()]
+                    .iter()
+                    .zip(&lj[r.clone()])
+                    .zip(&att[r])
+                    .fold(T::zero(), |acc, ((&a, &b), &w)| {
+                        acc + leaky(a + b, slope) * w
+                    });
+            }
+        });
+    out
+}
+
+/// Which gradient a [`ScoresGrad`] computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wrt {
+    XL,
+    XR,
+    Att,
+}
+
+/// Edges per chunk of the `∂a` sum: fixed, so the summation order is too.
+const ATT_CHUNK: usize = 2048;
+
+#[allow(clippy::too_many_arguments)]
+fn scores_grad<T: Real>(
+    g: &[T],
+    xl: &[T],
+    xr: &[T],
+    att: &[T],
+    csr: &Csr,
+    wrt: Wrt,
+    (h, c): (usize, usize),
+    slope: T,
+) -> Vec<T> {
+    let width = h * c;
+    if width == 0 {
+        return Vec::new();
+    }
+    if wrt == Wrt::Att {
+        let e = csr.num_edges();
+        let partials: Vec<Vec<T>> = (0..e.div_ceil(ATT_CHUNK))
+            .into_par_iter()
+            .map(|chunk| {
+                let mut acc = vec![T::zero(); width];
+                for e in chunk * ATT_CHUNK..((chunk + 1) * ATT_CHUNK).min(e) {
+                    let (j, i) = (csr.src[e] as usize, csr.dst[e] as usize);
+                    let (lj, ri) = (&xl[j * width..][..width], &xr[i * width..][..width]);
+                    for (hh, ((a, l), r)) in acc
+                        .chunks_mut(c)
+                        .zip(lj.chunks(c))
+                        .zip(ri.chunks(c))
+                        .enumerate()
+                    {
+                        let ge = g[e * h + hh];
+                        for ((a, &l), &r) in a.iter_mut().zip(l).zip(r) {
+                            *a += ge * leaky(r + l, slope);
+                        }
+                    }
+                }
+                acc
+            })
+            .collect();
+        let mut out = vec![T::zero(); width];
+        for p in partials {
+            for (o, v) in out.iter_mut().zip(p) {
+                *o += v;
+            }
+        }
+        return out;
+    }
+    // ∂x_l[j] sums over the edges out of j, ∂x_r[i] over the edges into i.
+    let (sorted, node_is_src) = match wrt {
+        Wrt::XL => (&csr.by_src, true),
+        _ => (&csr.by_dst, false),
+    };
+    let mut out = vec![T::zero(); csr.num_nodes() * width];
+    out.par_chunks_mut(width)
+        .with_min_len(MIN_ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(node, row)| {
+            for k in sorted.ptr[node] as usize..sorted.ptr[node + 1] as usize {
+                let (e, other) = (sorted.edge[k] as usize, sorted.other[k] as usize);
+                let (j, i) = if node_is_src {
+                    (node, other)
+                } else {
+                    (other, node)
+                };
+                let (lj, ri) = (&xl[j * width..][..width], &xr[i * width..][..width]);
+                let heads = row
+                    .chunks_mut(c)
+                    .zip(lj.chunks(c))
+                    .zip(ri.chunks(c))
+                    .zip(att.chunks(c));
+                for (hh, (((o, l), r), a)) in heads.enumerate() {
+                    let ge = g[e * h + hh];
+                    for (((o, &l), &r), &a) in o.iter_mut().zip(l).zip(r).zip(a) {
+                        *o += ge * a * leaky_grad(r + l, slope);
+                    }
+                }
+            }
+        });
+    out
+}
+
+impl CustomOp3 for GatScores {
+    fn name(&self) -> &'static str {
+        "gat-scores"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (_, h, c) = l1.shape().dims3()?;
+        let csr = &*self.csr;
+        macro_rules! run {
+            ($t:ty, $ctor:ident) => {
+                CpuStorage::$ctor(scores::<$t>(
+                    host_slice(s1, l1, "gat_scores")?,
+                    host_slice(s2, l2, "gat_scores")?,
+                    host_slice(s3, l3, "gat_scores")?,
+                    csr,
+                    h,
+                    c,
+                    self.slope as $t,
+                ))
+            };
+        }
+        let out = match s1 {
+            CpuStorage::F32(_) => run!(f32, F32),
+            CpuStorage::F64(_) => run!(f64, F64),
+            other => candle_core::bail!(
+                "gat_scores on the CPU supports f32 and f64, got {:?}",
+                other.dtype()
+            ),
+        };
+        Ok((out, Shape::from((csr.num_edges(), h))))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &candle_core::CudaStorage,
+        l1: &Layout,
+        s2: &candle_core::CudaStorage,
+        l2: &Layout,
+        s3: &candle_core::CudaStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        cuda::scores(&self.csr, self.slope as f32, (s1, l1), (s2, l2), (s3, l3))
+    }
+
+    fn bwd(
+        &self,
+        x_l: &Tensor,
+        x_r: &Tensor,
+        att: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let grad = grad.contiguous()?;
+        let run = |t: &Tensor, wrt: Wrt| -> candle_core::Result<Option<Tensor>> {
+            if !t.track_op() {
+                return Ok(None);
+            }
+            let op = ScoresGrad {
+                csr: self.csr.clone(),
+                slope: self.slope,
+                x_l: x_l.clone(),
+                x_r: x_r.clone(),
+                att: att.clone(),
+                wrt,
+            };
+            Ok(Some(grad.apply_op1_no_bwd(&op)?.reshape(t.shape())?))
+        };
+        Ok((run(x_l, Wrt::XL)?, run(x_r, Wrt::XR)?, run(att, Wrt::Att)?))
+    }
+}
+
+/// One of the three gradients, applied to the scores' gradient `[E, H]`; the forward inputs
+/// ride along in the op.
+struct ScoresGrad {
+    csr: Arc<Csr>,
+    slope: f64,
+    x_l: Tensor,
+    x_r: Tensor,
+    att: Tensor,
+    wrt: Wrt,
+}
+
+impl CustomOp1 for ScoresGrad {
+    fn name(&self) -> &'static str {
+        "gat-scores-grad"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (n, h, c) = self.x_l.dims3()?;
+        let shape = if self.wrt == Wrt::Att {
+            Shape::from((h, c))
+        } else {
+            Shape::from((n, h, c))
+        };
+        let csr = &*self.csr;
+        macro_rules! run {
+            ($t:ty, $ctor:ident) => {{
+                let g = host_slice::<$t>(s, l, "gat_scores")?;
+                with_host::<$t, _>(&self.x_l, "gat_scores", |xl| {
+                    with_host::<$t, _>(&self.x_r, "gat_scores", |xr| {
+                        with_host::<$t, _>(&self.att, "gat_scores", |att| {
+                            Ok(CpuStorage::$ctor(scores_grad(
+                                g,
+                                xl,
+                                xr,
+                                att,
+                                csr,
+                                self.wrt,
+                                (h, c),
+                                self.slope as $t,
+                            )))
+                        })
+                    })
+                })?
+            }};
+        }
+        let out = match s {
+            CpuStorage::F32(_) => run!(f32, F32),
+            CpuStorage::F64(_) => run!(f64, F64),
+            other => candle_core::bail!(
+                "gat_scores on the CPU supports f32 and f64, got {:?}",
+                other.dtype()
+            ),
+        };
+        Ok((out, shape))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s: &candle_core::CudaStorage,
+        l: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        cuda::scores_grad(
+            &self.csr,
+            self.slope as f32,
+            (s, l),
+            (&self.x_l, &self.x_r, &self.att),
+            match self.wrt {
+                Wrt::XL => 0,
+                Wrt::XR => 1,
+                Wrt::Att => 2,
+            },
+        )
+    }
+}
+
+#[cfg(feature = "cuda")]
+mod cuda {
+    use super::super::kernel_support::cuda::{ptx, with_view, MODULE};
+    use super::Csr;
+    use candle_core::backend::BackendStorage;
+    use candle_core::cuda_backend::cudarc::driver::{CudaView, LaunchConfig, PushKernelArg};
+    use candle_core::cuda_backend::WrapErr;
+    use candle_core::{CudaStorage, Layout, Shape, Tensor};
+
+    fn f32_view<'a>(s: &'a CudaStorage, l: &Layout) -> candle_core::Result<CudaView<'a, f32>> {
+        let slice = s.as_cuda_slice::<f32>().map_err(|_| {
+            candle_core::Error::Msg(format!(
+                "gat_scores on CUDA supports f32, got {:?}",
+                s.dtype()
+            ))
+        })?;
+        Ok(slice.slice(l.start_offset()..))
+    }
+
+    fn on_device(csr: &Csr) -> candle_core::Result<&super::super::csr::CsrOnDevice> {
+        csr.on_device.as_ref().ok_or_else(|| {
+            candle_core::Error::Msg("gat_scores: the CSR was built for the CPU".into())
+        })
+    }
+
+    pub(super) fn scores(
+        csr: &Csr,
+        slope: f32,
+        (s1, l1): (&CudaStorage, &Layout),
+        (s2, l2): (&CudaStorage, &Layout),
+        (s3, l3): (&CudaStorage, &Layout),
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (_, h, c) = l1.shape().dims3()?;
+        let e = csr.num_edges();
+        let dev = s1.device().clone();
+        let (xl, xr, att) = (f32_view(s1, l1)?, f32_view(s2, l2)?, f32_view(s3, l3)?);
+        let d = on_device(csr)?;
+        let len = e * h;
+        let out = dev.alloc_zeros::<f32>(len.max(1))?;
+        let func = dev.get_or_load_custom_func("gat_scores_f32", MODULE, ptx()?)?;
+        let (e32, h32, c32) = (e as u32, h as u32, c as u32);
+        with_view::<u32, _>(&d.src, "gat_scores", |src| {
+            with_view::<u32, _>(&d.dst, "gat_scores", |dst| {
+                if len == 0 {
+                    return Ok(());
+                }
+                let mut b = func.builder();
+                b.arg(src);
+                b.arg(dst);
+                b.arg(&xl);
+                b.arg(&xr);
+                b.arg(&att);
+                b.arg(&out);
+                b.arg(&e32);
+                b.arg(&h32);
+                b.arg(&c32);
+                b.arg(&slope);
+                unsafe { b.launch(LaunchConfig::for_num_elems(len as u32)) }.w()?;
+                Ok(())
+            })
+        })?;
+        Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from((e, h))))
+    }
+
+    pub(super) fn scores_grad(
+        csr: &Csr,
+        slope: f32,
+        (s, l): (&CudaStorage, &Layout),
+        (x_l, x_r, att): (&Tensor, &Tensor, &Tensor),
+        wrt: u32,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (n, h, c) = x_l.dims3()?;
+        let e = csr.num_edges();
+        let dev = s.device().clone();
+        let g = f32_view(s, l)?;
+        let d = on_device(csr)?;
+        let (h32, c32, e32, n32) = (h as u32, c as u32, e as u32, n as u32);
+        let ptx = ptx()?;
+        let (len, shape) = if wrt == 2 {
+            (h * c, Shape::from((h, c)))
+        } else {
+            (n * h * c, Shape::from((n, h, c)))
+        };
+        let out = dev.alloc_zeros::<f32>(len.max(1))?;
+        with_view::<f32, _>(x_l, "gat_scores", |xl| {
+            with_view::<f32, _>(x_r, "gat_scores", |xr| {
+                with_view::<f32, _>(att, "gat_scores", |att| {
+                    if len == 0 || e == 0 {
+                        return Ok(());
+                    }
+                    if wrt == 2 {
+                        // One thread per (channel, chunk of edges): few atomics on H·C slots.
+                        let chunk: u32 = 256;
+                        let threads = (h * c) as u32 * e32.div_ceil(chunk);
+                        let func =
+                            dev.get_or_load_custom_func("gat_scores_grad_att_f32", MODULE, ptx)?;
+                        return with_view::<u32, _>(&d.src, "gat_scores", |src| {
+                            with_view::<u32, _>(&d.dst, "gat_scores", |dst| {
+                                let mut b = func.builder();
+                                b.arg(src);
+                                b.arg(dst);
+                                b.arg(&g);
+                                b.arg(xl);
+                                b.arg(xr);
+                                b.arg(&out);
+                                b.arg(&e32);
+                                b.arg(&h32);
+                                b.arg(&c32);
+                                b.arg(&slope);
+                                b.arg(&chunk);
+                                unsafe { b.launch(LaunchConfig::for_num_elems(threads)) }.w()?;
+                                Ok(())
+                            })
+                        });
+                    }
+                    let sorted = if wrt == 0 { &d.by_src } else { &d.by_dst };
+                    let func = dev.get_or_load_custom_func("gat_scores_grad_x_f32", MODULE, ptx)?;
+                    with_view::<u32, _>(&sorted.ptr, "gat_scores", |ptr| {
+                        with_view::<u32, _>(&sorted.other, "gat_scores", |other| {
+                            with_view::<u32, _>(&sorted.edge, "gat_scores", |edge| {
+                                let node_is_src: u32 = u32::from(wrt == 0);
+                                let mut b = func.builder();
+                                b.arg(ptr);
+                                b.arg(other);
+                                b.arg(edge);
+                                b.arg(&g);
+                                b.arg(xl);
+                                b.arg(xr);
+                                b.arg(att);
+                                b.arg(&out);
+                                b.arg(&n32);
+                                b.arg(&h32);
+                                b.arg(&c32);
+                                b.arg(&slope);
+                                b.arg(&node_is_src);
+                                unsafe { b.launch(LaunchConfig::for_num_elems(len as u32)) }.w()?;
+                                Ok(())
+                            })
+                        })
+                    })
+                })
+            })
+        })?;
+        Ok((CudaStorage::wrap_cuda_slice(out, dev), shape))
+    }
+}

@@ -1,0 +1,156 @@
+//! Plumbing shared by the message-passing kernels: float types, host slices, CUDA modules.
+//!
+//! The kernels ([`super::spmm`], [`super::gat_scores`], [`super::csr_softmax`]) are candle custom
+//! ops. Their backward passes need tensors that are not arguments of the op (the CSR arrays on a
+//! GPU, the forward inputs); those are read here through `Tensor::storage_and_layout`, which works
+//! for any backend without copying.
+//!
+//! ```
+//! use workbook::candle_core::{DType, Device};
+//! use workbook::ops::kernels_support;
+//! assert!(kernels_support(DType::F64, &Device::Cpu));
+//! assert!(!kernels_support(DType::BF16, &Device::Cpu)); // the layers fall back to candle's ops
+//! ```
+
+use candle_core::{CpuStorage, DType, Device, Layout, Storage, Tensor, WithDType};
+
+/// Whether the fast kernels handle `dtype` on `device`. Where they do not, the layers use the
+/// composed candle ops instead, which give the same results more slowly.
+pub fn kernels_support(dtype: DType, device: &Device) -> bool {
+    match device {
+        Device::Cpu => matches!(dtype, DType::F32 | DType::F64),
+        Device::Cuda(_) => cfg!(feature = "cuda") && dtype == DType::F32,
+        _ => false,
+    }
+}
+
+/// Uses `threads` CPU threads for the kernels (rayon's global pool) and for candle's own CPU ops
+/// (which read `RAYON_NUM_THREADS` / `CANDLE_NUM_THREADS` when their pools start). Call it before
+/// any tensor work: pools that already started keep their size, and this then reports an error.
+pub fn set_cpu_threads(threads: usize) -> crate::Result<()> {
+    if threads == 0 {
+        return Err(crate::WorkbookError::InvalidConfig(
+            "threads must be at least 1".into(),
+        ));
+    }
+    std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
+    std::env::set_var("CANDLE_NUM_THREADS", threads.to_string());
+    let built = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global();
+    if built.is_err() && rayon::current_num_threads() != threads {
+        return Err(crate::WorkbookError::InvalidConfig(format!(
+            "the CPU thread pool already runs {} threads; set the thread count before any tensor work",
+            rayon::current_num_threads()
+        )));
+    }
+    Ok(())
+}
+
+/// Threads the CPU kernels run on.
+pub fn cpu_threads() -> usize {
+    rayon::current_num_threads()
+}
+
+/// The float types the CPU kernels are written for.
+pub(crate) trait Real: WithDType {
+    fn exp(self) -> Self;
+    /// `self` folded with `v` as torch's max does: NaN wins, so a NaN score never vanishes.
+    #[allow(clippy::eq_op)]
+    fn fold_max(self, v: Self) -> Self {
+        if v > self || v != v {
+            v
+        } else {
+            self
+        }
+    }
+}
+
+impl Real for f32 {
+    fn exp(self) -> Self {
+        f32::exp(self)
+    }
+}
+
+impl Real for f64 {
+    fn exp(self) -> Self {
+        f64::exp(self)
+    }
+}
+
+/// The contiguous elements of a CPU storage as `&[T]`.
+pub(crate) fn host_slice<'a, T: WithDType>(
+    storage: &'a CpuStorage,
+    layout: &Layout,
+    op: &str,
+) -> candle_core::Result<&'a [T]> {
+    let Some((a, b)) = layout.contiguous_offsets() else {
+        candle_core::bail!("{op}: inputs must be contiguous");
+    };
+    Ok(&storage.as_slice::<T>()?[a..b])
+}
+
+/// Runs `f` on the host elements of a CPU tensor that is not an argument of the op.
+pub(crate) fn with_host<T: WithDType, R>(
+    t: &Tensor,
+    op: &str,
+    f: impl FnOnce(&[T]) -> candle_core::Result<R>,
+) -> candle_core::Result<R> {
+    let (storage, layout) = t.storage_and_layout();
+    match &*storage {
+        Storage::Cpu(cpu) => f(host_slice(cpu, layout, op)?),
+        _ => candle_core::bail!("{op}: expected a CPU tensor, got one on {:?}", t.device()),
+    }
+}
+
+/// Rows handed to one rayon task: fewer and the scheduling costs more than the work.
+pub(crate) const MIN_ROWS_PER_TASK: usize = 64;
+
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda {
+    use candle_core::cuda_backend::cudarc::driver::CudaView;
+    use candle_core::cuda_backend::cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
+    use candle_core::{Storage, Tensor};
+    use std::sync::OnceLock;
+
+    /// The message-passing kernels' source, compiled once per process by NVRTC.
+    pub(crate) const MODULE: &str = "workbook_message_passing";
+
+    pub(crate) fn ptx() -> candle_core::Result<&'static str> {
+        static PTX: OnceLock<Result<String, String>> = OnceLock::new();
+        PTX.get_or_init(|| {
+            compile_ptx_with_opts(
+                super::super::CUDA_MESSAGE_PASSING,
+                CompileOptions::default(),
+            )
+            .map(|p| p.to_src())
+            .map_err(|e| format!("NVRTC could not compile kernels/message_passing.cu: {e}"))
+        })
+        .as_deref()
+        .map_err(|e| candle_core::Error::Cuda(e.clone().into()))
+    }
+
+    /// Runs `f` on the device elements of a CUDA tensor of `T` (from its layout's offset).
+    pub(crate) fn with_view<T, R>(
+        t: &Tensor,
+        op: &str,
+        f: impl FnOnce(&CudaView<'_, T>) -> candle_core::Result<R>,
+    ) -> candle_core::Result<R>
+    where
+        T: candle_core::cuda_backend::CudaDType + candle_core::WithDType,
+    {
+        let (storage, layout) = t.storage_and_layout();
+        match &*storage {
+            Storage::Cuda(cuda) => {
+                let slice = cuda.as_cuda_slice::<T>().map_err(|_| {
+                    candle_core::Error::Msg(format!(
+                        "{op} on CUDA supports f32 (and u32 indices), got {:?}",
+                        t.dtype()
+                    ))
+                })?;
+                f(&slice.slice(layout.start_offset()..))
+            }
+            _ => candle_core::bail!("{op}: expected a CUDA tensor, got one on {:?}", t.device()),
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! The fused message-passing kernels against the candle-composed operations they replace:
+//! values and gradients, on random graphs with isolated nodes, duplicate edges and self-loops,
+//! in f32 and f64, and independent of the number of threads.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+use workbook::candle_core::{DType, Device, Tensor, Var, D};
+use workbook::ops::{csr_softmax, csr_spmm, gat_scores, segment_softmax, Csr};
+
+struct Case {
+    n: usize,
+    src: Vec<u32>,
+    dst: Vec<u32>,
+}
+
+/// `n` nodes of which the last few have no edges at all, `e` random edges, plus a duplicate of
+/// the first edge and two self-loops.
+fn random_graph(seed: u64, n: usize, e: usize) -> Case {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let live = n - 3; // nodes n-3.. stay isolated
+    let mut src: Vec<u32> = (0..e).map(|_| rng.random_range(0..live) as u32).collect();
+    let mut dst: Vec<u32> = (0..e).map(|_| rng.random_range(0..live) as u32).collect();
+    src.extend([src[0], 1, 2]);
+    dst.extend([dst[0], 1, 2]);
+    Case { n, src, dst }
+}
+
+fn ids(v: &[u32]) -> Tensor {
+    Tensor::new(v, &Device::Cpu).unwrap()
+}
+
+fn randn(shape: &[usize], dtype: DType, seed: u64) -> Var {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n: usize = shape.iter().product();
+    let v: Vec<f64> = (0..n).map(|_| rng.random_range(-1.5..1.5)).collect();
+    let t = Tensor::from_vec(v, shape, &Device::Cpu)
+        .unwrap()
+        .to_dtype(dtype)
+        .unwrap();
+    Var::from_tensor(&t).unwrap()
+}
+
+fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
+    assert_eq!(a.dims(), b.dims());
+    (a - b)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_dtype(DType::F64)
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar::<f64>()
+        .unwrap()
+}
+
+fn tol(dtype: DType) -> f64 {
+    if dtype == DType::F64 {
+        1e-12
+    } else {
+        1e-5
+    }
+}
+
+/// `Σ out · r` for a fixed random `r`: its gradient is `r`, so every element is checked.
+fn weighted_sum(out: &Tensor, seed: u64) -> Tensor {
+    let r = randn(out.dims(), out.dtype(), seed);
+    (out * r.as_tensor()).unwrap().sum_all().unwrap()
+}
+
+#[test]
+fn spmm_matches_gather_scale_scatter_with_gradients() {
+    for dtype in [DType::F32, DType::F64] {
+        for (seed, heads, channels) in [(1, 1, 5), (2, 3, 4)] {
+            let g = random_graph(seed, 40, 160);
+            let csr = Arc::new(Csr::new(&g.src, &g.dst, g.n, &Device::Cpu).unwrap());
+            let e = g.src.len();
+            let x = randn(&[g.n, heads, channels], dtype, seed + 10);
+            let w = randn(&[e, heads], dtype, seed + 20);
+
+            let fused = csr_spmm(x.as_tensor(), w.as_tensor(), &csr).unwrap();
+            let messages = x
+                .as_tensor()
+                .index_select(&ids(&g.src), 0)
+                .unwrap()
+                .broadcast_mul(&w.as_tensor().unsqueeze(D::Minus1).unwrap())
+                .unwrap();
+            let composed = Tensor::zeros((g.n, heads, channels), dtype, &Device::Cpu)
+                .unwrap()
+                .index_add(&ids(&g.dst), &messages, 0)
+                .unwrap();
+            // Same terms, same order: not merely close, equal.
+            assert_eq!(max_diff(&fused, &composed), 0.0, "{dtype:?} forward");
+            let isolated = fused
+                .get(g.n - 1)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .sum_all()
+                .unwrap();
+            assert_eq!(
+                isolated
+                    .to_dtype(DType::F64)
+                    .unwrap()
+                    .to_scalar::<f64>()
+                    .unwrap(),
+                0.0
+            );
+
+            let gf = weighted_sum(&fused, 99).backward().unwrap();
+            let gc = weighted_sum(&composed, 99).backward().unwrap();
+            for (name, v) in [("x", &x), ("w", &w)] {
+                let (a, b) = (gf.get(v).unwrap(), gc.get(v).unwrap());
+                let d = max_diff(a, b);
+                assert!(d <= tol(dtype), "{dtype:?} d{name}: {d}");
+            }
+            assert_eq!(
+                max_diff(gf.get(&x).unwrap(), gc.get(&x).unwrap()),
+                0.0,
+                "{dtype:?} dx is the same sum in the same order"
+            );
+        }
+    }
+}
+
+fn leaky_relu(x: &Tensor, slope: f64) -> Tensor {
+    (x.relu().unwrap() - (x.neg().unwrap().relu().unwrap() * slope).unwrap()).unwrap()
+}
+
+#[test]
+fn gat_scores_match_the_composed_leaky_relu_dot_with_gradients() {
+    for dtype in [DType::F32, DType::F64] {
+        let g = random_graph(3, 30, 120);
+        let csr = Arc::new(Csr::new(&g.src, &g.dst, g.n, &Device::Cpu).unwrap());
+        let (h, c) = (4, 3);
+        let x_l = randn(&[g.n, h, c], dtype, 31);
+        let x_r = randn(&[g.n, h, c], dtype, 32);
+        let att = randn(&[1, h, c], dtype, 33);
+        let fused =
+            gat_scores(x_l.as_tensor(), x_r.as_tensor(), att.as_tensor(), &csr, 0.2).unwrap();
+        let x_j = x_l.as_tensor().index_select(&ids(&g.src), 0).unwrap();
+        let x_i = x_r.as_tensor().index_select(&ids(&g.dst), 0).unwrap();
+        let composed = leaky_relu(&(x_i + x_j).unwrap(), 0.2)
+            .broadcast_mul(att.as_tensor())
+            .unwrap()
+            .sum(D::Minus1)
+            .unwrap();
+        let d = max_diff(&fused, &composed);
+        assert!(d <= tol(dtype), "{dtype:?} scores: {d}");
+
+        let gf = weighted_sum(&fused, 7).backward().unwrap();
+        let gc = weighted_sum(&composed, 7).backward().unwrap();
+        for (name, v) in [("x_l", &x_l), ("x_r", &x_r), ("att", &att)] {
+            let d = max_diff(gf.get(v).unwrap(), gc.get(v).unwrap());
+            assert!(d <= 10.0 * tol(dtype), "{dtype:?} d{name}: {d}");
+        }
+    }
+}
+
+#[test]
+fn csr_softmax_matches_segment_softmax_with_gradients() {
+    for dtype in [DType::F32, DType::F64] {
+        let g = random_graph(4, 25, 90);
+        let csr = Arc::new(Csr::new(&g.src, &g.dst, g.n, &Device::Cpu).unwrap());
+        let scores = randn(&[g.src.len(), 3], dtype, 41);
+        // far-apart scores: a global shift would underflow
+        let scores_t = (scores.as_tensor() * 300.0).unwrap();
+        let fused = csr_softmax(&scores_t, &csr).unwrap();
+        let composed = segment_softmax(&scores_t, &ids(&g.dst), g.n).unwrap();
+        assert_eq!(max_diff(&fused, &composed), 0.0, "{dtype:?} alpha");
+        let gf = weighted_sum(&fused, 5).backward().unwrap();
+        let gc = weighted_sum(&composed, 5).backward().unwrap();
+        let d = max_diff(gf.get(&scores).unwrap(), gc.get(&scores).unwrap());
+        assert!(d <= 300.0 * tol(dtype), "{dtype:?} dscores: {d}");
+    }
+}
+
+#[test]
+fn results_do_not_depend_on_the_number_of_threads() {
+    let g = random_graph(5, 300, 3000);
+    let csr = Arc::new(Csr::new(&g.src, &g.dst, g.n, &Device::Cpu).unwrap());
+    let (h, c) = (2, 8);
+    let x_l = randn(&[g.n, h, c], DType::F32, 51);
+    let x_r = randn(&[g.n, h, c], DType::F32, 52);
+    let att = randn(&[1, h, c], DType::F32, 53);
+    let run = || {
+        let s = gat_scores(x_l.as_tensor(), x_r.as_tensor(), att.as_tensor(), &csr, 0.2).unwrap();
+        let a = csr_softmax(&s, &csr).unwrap();
+        let out = csr_spmm(x_l.as_tensor(), &a, &csr).unwrap();
+        let grads = weighted_sum(&out, 3).backward().unwrap();
+        [&x_l, &x_r, &att]
+            .iter()
+            .map(|v| {
+                grads
+                    .get(v)
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .to_vec1::<f32>()
+                    .unwrap()
+            })
+            .chain([out.flatten_all().unwrap().to_vec1::<f32>().unwrap()])
+            .collect::<Vec<_>>()
+    };
+    let many = run();
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap()
+        .install(run);
+    assert_eq!(many, one);
+}
+
+#[test]
+fn bad_shapes_are_errors_not_panics() {
+    let csr = Arc::new(Csr::new(&[0, 1], &[1, 2], 3, &Device::Cpu).unwrap());
+    let x = Tensor::zeros((3, 1, 2), DType::F32, &Device::Cpu).unwrap();
+    let w = Tensor::zeros((5, 1), DType::F32, &Device::Cpu).unwrap();
+    assert!(csr_spmm(&x, &w, &csr).is_err());
+    let w64 = Tensor::zeros((2, 1), DType::F64, &Device::Cpu).unwrap();
+    assert!(csr_spmm(&x, &w64, &csr).is_err());
+    let att = Tensor::zeros((1, 1, 3), DType::F32, &Device::Cpu).unwrap();
+    assert!(gat_scores(&x, &x, &att, &csr, 0.2).is_err());
+    let s = Tensor::zeros((4, 1), DType::F32, &Device::Cpu).unwrap();
+    assert!(csr_softmax(&s, &csr).is_err());
+}
