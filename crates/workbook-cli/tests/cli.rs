@@ -680,3 +680,39 @@ fn bench_prints_one_json_line_per_model_with_the_promised_keys() {
     ));
     assert!(err.contains("--sweep"), "{err}");
 }
+
+#[test]
+fn bench_reports_serving_throughput_per_thread_count_on_a_simulated_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--device",
+        "sim:1",
+        "bench",
+        "--model",
+        "gatv2",
+        "--dataset",
+        "karate",
+        "--epochs",
+        "1",
+        "--warmup",
+        "0",
+        "--serving-threads",
+        "1,3",
+        "--serving-requests",
+        "30",
+    ];
+    let stdout = ok(&workbook(&args, dir.path()));
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    assert_eq!(lines[0]["device"], "sim:1");
+    for (line, threads) in lines[1..].iter().zip([1, 3]) {
+        assert_eq!(line["bench"], "serving");
+        assert_eq!(line["serving_threads"], threads);
+        assert_eq!(line["requests"], 30);
+        assert_eq!(line["mismatches"], 0);
+        assert!(line["requests_per_second"].as_f64().unwrap() > 0.0);
+    }
+}

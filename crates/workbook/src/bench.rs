@@ -111,31 +111,17 @@ pub fn bench(
     // Linux: reset the peak (VmHWM) so that an earlier, larger run does not count here.
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let base_rss_mb = resident_mb().map(|(rss, _)| rss);
-    let device = graph.device();
-    let (model, vars) = Model::init(config, train_config.seed, device)?;
+    let at = graph.placement();
+    let (model, _) = Model::init(config, train_config.seed, at)?;
     let first_prefix = model.config().prefix(0);
-    let mut named: Vec<(String, candle_core::Var)> = vars
-        .data()
-        .lock()
-        .expect("VarMap lock")
-        .iter()
-        .map(|(n, v)| (n.clone(), v.clone()))
-        .collect();
-    named.sort_by(|a, b| a.0.cmp(&b.0));
-    let params = named
-        .into_iter()
-        .map(|(name, var)| {
-            let decays = !train_config.decay_first_layer_only || name.starts_with(&first_prefix);
-            let wd = if decays {
-                train_config.weight_decay
-            } else {
-                0.0
-            };
-            (name, var, wd)
-        })
-        .collect();
-    let mut opt = Adam::new(params, train_config.lr)?;
-    let mut dropout = Dropout::new(train_config.seed.wrapping_add(1), device);
+    let mut opt = Adam::for_model(&model, train_config.lr, |name| {
+        if !train_config.decay_first_layer_only || name.starts_with(&first_prefix) {
+            train_config.weight_decay
+        } else {
+            0.0
+        }
+    })?;
+    let mut dropout = Dropout::new(train_config.seed.wrapping_add(1), at.device());
     let y_train = y.index_select(&split.train, 0)?;
     let sync = |t: &Tensor| -> Result<()> { Ok(t.device().synchronize()?) };
 

@@ -1,7 +1,7 @@
 //! `workbook bench`: time a model's forward pass and training epoch, one JSON line per run.
 //!
 //! `scripts/pyg_bench.py` prints the same keys for PyTorch Geometric on the same graph file, and
-//! `scripts/compare.sh` puts the two side by side. `--sweep` runs synthetic graphs of growing size
+//! `scripts/compare.py` puts the two side by side. `--sweep` runs synthetic graphs of growing size
 //! and `--figure` draws how time and memory grow (the book's scaling figure).
 
 use crate::commands::train::ModelKind;
@@ -45,6 +45,13 @@ pub struct Args {
     /// With --sweep: draw epoch time and memory against graph size into this SVG file.
     #[arg(long)]
     figure: Option<PathBuf>,
+    /// Also measure concurrent inference: N threads share one model (`threads::serving`) and
+    /// answer --serving-requests requests; one JSON line per thread count (e.g. 1,2,4,8).
+    #[arg(long, value_delimiter = ',')]
+    serving_threads: Vec<usize>,
+    /// Requests per serving run.
+    #[arg(long, default_value_t = 200)]
+    serving_requests: usize,
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
@@ -69,9 +76,9 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     let mut points = Vec::new();
     for name in &datasets {
         let graph = match (&args.graph, args.sweep.is_empty()) {
-            (Some(path), true) => Graph::load(path, chosen.device())
+            (Some(path), true) => Graph::load(path, &chosen.placement)
                 .with_context(|| format!("reading graph file {}", path.display()))?,
-            _ => datasets::load(name, args.data_dir.as_deref(), chosen.device())
+            _ => datasets::load(name, args.data_dir.as_deref(), &chosen.placement)
                 .with_context(|| format!("loading dataset '{name}'"))?,
         };
         for &kind in &args.model {
@@ -83,6 +90,9 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
             let report = bench(config, &recipe, &graph, &runs)
                 .with_context(|| format!("timing {} on {}", kind.name(), graph.name))?;
             println!("{}", line(kind, &graph, chosen, &runs, &report));
+            if !args.serving_threads.is_empty() {
+                serving(kind, &graph, chosen, &args)?;
+            }
             points.push(ScalingPoint {
                 series: format!("{} (workbook, {})", kind.name(), chosen.name),
                 nodes: graph.num_nodes(),
@@ -96,6 +106,43 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
         draw_scaling(path, "csbm graphs, ~10 edges per node", &points)
             .with_context(|| format!("drawing {}", path.display()))?;
         eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Concurrent inference throughput against thread count, checked against sequential answers.
+fn serving(kind: ModelKind, graph: &Graph, chosen: &Chosen, args: &Args) -> Result<()> {
+    use std::sync::Arc;
+    use workbook::threads::serving;
+    let (config, _) = kind.recipe(graph);
+    let (model, _) = workbook::Model::init(config, args.seed, &chosen.placement)?;
+    let requests: Arc<[serving::Request]> =
+        serving::mixed_requests(graph, args.serving_requests, args.seed)?.into();
+    let runs = serving::sweep(Arc::new(model), requests, &args.serving_threads)
+        .context("concurrent serving")?;
+    for run in runs {
+        if run.mismatches != 0 {
+            bail!(
+                "{} of {} concurrent answers differ from the sequential ones",
+                run.mismatches,
+                run.requests
+            );
+        }
+        println!(
+            "{}",
+            json!({
+                "impl": "workbook",
+                "bench": "serving",
+                "model": kind.name(),
+                "dataset": graph.name,
+                "device": chosen.name,
+                "serving_threads": run.threads,
+                "requests": run.requests,
+                "seconds": run.seconds,
+                "requests_per_second": run.requests_per_second,
+                "mismatches": run.mismatches,
+            })
+        );
     }
     Ok(())
 }
