@@ -265,7 +265,14 @@ impl EdgeIndex {
             self.num_nodes,
             self.device(),
         )?;
-        Ok(self.csr.get_or_init(|| Arc::new(built)))
+        // Sorted on the host; a GPU receives src, dst and both sortings (ptr, other, edge) once.
+        // Recorded on every device, simulated ones included, so ledgers agree across devices.
+        let (e, n) = (self.num_edges() as u64, self.num_nodes as u64);
+        Ok(self.csr.get_or_init(|| {
+            self.at
+                .record_upload(4 * (6 * e + 2 * (n + 1)), "edge_index (CSR)");
+            Arc::new(built)
+        }))
     }
 
     fn append_loops(

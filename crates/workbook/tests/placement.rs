@@ -274,7 +274,8 @@ fn ledger_counts_a_scripted_training_run_exactly() {
             "conv2.bias"
         ]
     );
-    // Epoch 1 uploads the self-looped edges once; after that only the metrics come back.
+    // Epoch 1 uploads the self-looped edges and their CSR once; after that only the metrics
+    // come back.
     let first: Vec<(String, String, u64)> = ledger
         .in_phase("epoch 1")
         .into_iter()
@@ -288,6 +289,12 @@ fn ledger_counts_a_scripted_training_run_exactly() {
                 "sim:1".into(),
                 (e + n) * 4 * 3
             ),
+            // the destination-sorted CSR of the looped edges: src, dst and two sortings
+            (
+                "edge_index (CSR)".into(),
+                "sim:1".into(),
+                4 * (6 * (e + n) + 2 * (n + 1))
+            ),
             ("metrics (loss, 3 accuracies)".into(), "cpu".into(), 16),
         ]
     );
@@ -296,7 +303,7 @@ fn ledger_counts_a_scripted_training_run_exactly() {
         assert_eq!(rest.len(), 1, "epoch {epoch}: {rest:?}");
         assert_eq!((rest[0].from.as_str(), rest[0].bytes), ("sim:1", 16));
     }
-    assert_eq!(ledger.transfers().len(), 4 + 4 + 2 + 4);
+    assert_eq!(ledger.transfers().len(), 4 + 4 + 3 + 4);
     let table = ledger.table();
     assert!(table.contains("epoch *"), "{table}");
 }
