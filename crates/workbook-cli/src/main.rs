@@ -35,6 +35,8 @@ enum Command {
     Bench(commands::bench::Args),
     /// Print every tensor of a checkpoint and/or dataset with its device, dtype and shape.
     Inspect(commands::inspect::Args),
+    /// Draw the book's measured figures (training curves, ledger bytes, serving throughput).
+    Figures(commands::figures::Args),
     /// Thread safety: the PyG attention race, concurrent serving, training while serving.
     ServeDemo(commands::serve_demo::Args),
     /// Pre-flight a model, then export it as ONNX (opset 18) or as safetensors for PyG.
@@ -57,6 +59,7 @@ fn main() -> Result<()> {
         Command::Data(args) => commands::data::run(args, &chosen),
         Command::Bench(args) => commands::bench::run(args, &chosen),
         Command::Inspect(args) => commands::inspect::run(args, &chosen),
+        Command::Figures(args) => commands::figures::run(args, &chosen),
         Command::ServeDemo(args) => commands::serve_demo::run(args, &chosen),
         Command::Export(args) => commands::export::run(args, &chosen),
     }

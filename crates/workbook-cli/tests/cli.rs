@@ -716,3 +716,29 @@ fn bench_reports_serving_throughput_per_thread_count_on_a_simulated_device() {
         assert!(line["requests_per_second"].as_f64().unwrap() > 0.0);
     }
 }
+
+#[test]
+fn figures_draws_the_books_measured_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("figs");
+    let args = [
+        "figures",
+        "--out",
+        out.to_str().unwrap(),
+        "--epochs",
+        "2",
+        "--requests",
+        "8",
+    ];
+    ok(&workbook(&args, dir.path()));
+    for name in [
+        "cora_training_curves.svg",
+        "ledger_bytes.svg",
+        "serving_throughput.svg",
+    ] {
+        let svg = std::fs::read_to_string(out.join(name)).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("</svg>"), "{name}");
+    }
+    let ledger = std::fs::read_to_string(out.join("ledger_bytes.svg")).unwrap();
+    assert!(ledger.contains("graph moved every epoch"), "{ledger}");
+}

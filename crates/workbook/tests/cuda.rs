@@ -4,22 +4,9 @@
 
 mod common;
 
-use workbook::candle_core::{Device, Tensor};
+use common::gpu;
 
-/// The GPU, or `None` after printing why the test is skipped.
-fn gpu(test: &str) -> Option<Device> {
-    if !cfg!(feature = "cuda") {
-        eprintln!("SKIPPED {test}: built without the `cuda` feature (cargo test --features cuda)");
-        return None;
-    }
-    match Device::new_cuda(0) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            eprintln!("SKIPPED {test}: no usable CUDA device ({e})");
-            None
-        }
-    }
-}
+use workbook::candle_core::{Device, Tensor};
 
 #[test]
 #[cfg_attr(

@@ -3,6 +3,9 @@
 //! served while training never mixes two optimiser steps. No sleeps: every interleaving that
 //! matters is forced with channels.
 
+mod common;
+
+use common::gpu;
 use std::sync::Arc;
 use workbook::candle_core::Device;
 use workbook::threads::serving::{self, Request};
@@ -230,21 +233,6 @@ fn bad_serving_input_is_an_error_not_a_panic() {
     let config = ModelConfig::gcn(graph.num_features(), 4, graph.num_classes());
     let err = snapshot::torn_read_demo(&unlabelled, config, 0, 0.1).unwrap_err();
     assert!(err.to_string().contains("no labels"), "{err}");
-}
-
-/// The GPU, or `None` after printing why the test is skipped (as in `cuda.rs`).
-fn gpu(test: &str) -> Option<Device> {
-    if !cfg!(feature = "cuda") {
-        eprintln!("SKIPPED {test}: built without the `cuda` feature (cargo test --features cuda)");
-        return None;
-    }
-    match Device::new_cuda(0) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            eprintln!("SKIPPED {test}: no usable CUDA device ({e})");
-            None
-        }
-    }
 }
 
 #[test]

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod data;
 pub mod demo;
 pub mod export;
+pub mod figures;
 pub mod inspect;
 pub mod predict;
 pub mod serve_demo;

@@ -1,7 +1,9 @@
 //! Figures drawn by the code with plotters (SVG: no font libraries needed).
 
+pub mod line_chart;
 pub mod scaling;
 pub mod training_curves;
 
+pub use line_chart::{draw_line_chart, LineChart, Series};
 pub use scaling::{draw_scaling, ScalingPoint};
 pub use training_curves::{draw_training_curves, Curve};

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use workbook::candle_core::Tensor;
+use workbook::candle_core::{Device, Tensor};
 
 /// The PyG reference fixtures vendored with the tests (a copy of `../shared/fixtures/pyg`).
 pub fn fixtures_dir() -> PathBuf {
@@ -37,4 +37,20 @@ pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
         .unwrap()
         .to_scalar::<f32>()
         .unwrap()
+}
+
+/// The GPU, or `None` after printing why the test is skipped: built without the `cuda` feature,
+/// or no usable CUDA device.
+pub fn gpu(test: &str) -> Option<Device> {
+    if !cfg!(feature = "cuda") {
+        eprintln!("SKIPPED {test}: built without the `cuda` feature (cargo test --features cuda)");
+        return None;
+    }
+    match Device::new_cuda(0) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            eprintln!("SKIPPED {test}: no usable CUDA device ({e})");
+            None
+        }
+    }
 }

@@ -1,0 +1,132 @@
+//! `workbook figures`: draws the book's measured figures (SVG) from real runs.
+//!
+//! - `cora_training_curves.svg`: loss and accuracy per epoch of GCN and GATv2 on Cora;
+//! - `ledger_bytes.svg`: bytes copied to and from the device, cumulated per epoch, when the
+//!   graph is moved once and when it is moved every epoch (karate, transfer ledger);
+//! - `serving_throughput.svg`: requests per second against threads sharing one GATv2 model.
+
+use crate::commands::train::{train_with_bar, ModelKind};
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+use std::sync::Arc;
+use workbook::device::Chosen;
+use workbook::figures::{draw_line_chart, draw_training_curves, Curve, LineChart, Series};
+use workbook::ledger::Ledger;
+use workbook::threads::serving;
+use workbook::train::{TrainConfig, Trainer};
+use workbook::{datasets, Model, ModelConfig, Placement};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Folder for the SVG files.
+    #[arg(long, default_value = "book/src/figures")]
+    out: PathBuf,
+    /// Epochs for the Cora training curves.
+    #[arg(long, default_value_t = 200)]
+    epochs: usize,
+    /// Requests per thread count for the serving figure.
+    #[arg(long, default_value_t = 400)]
+    requests: usize,
+}
+
+pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+
+    let cora = datasets::load("cora", None, &chosen.placement).context("loading Cora")?;
+    let mut curves = Vec::new();
+    for kind in [ModelKind::Gcn, ModelKind::Gatv2] {
+        let report = train_with_bar(kind, &cora, args.epochs, 0)?;
+        curves.push(Curve {
+            label: kind.name().to_uppercase().replace("GATV2", "GATv2"),
+            history: report.history,
+        });
+    }
+    let path = args.out.join("cora_training_curves.svg");
+    draw_training_curves(&path, "Cora", &curves)?;
+    eprintln!("wrote {}", path.display());
+
+    // The ledger only sees copies to a device: on the host, use the simulated sim:1.
+    let device = if chosen.placement.is_cpu() {
+        Placement::sim(1)
+    } else {
+        chosen.placement.clone()
+    };
+    let series = [
+        ("graph moved once", false),
+        ("graph moved every epoch", true),
+    ]
+    .into_iter()
+    .map(|(label, every)| {
+        Ok(Series {
+            label: label.into(),
+            points: cumulative_bytes(&device, every, 20)?,
+        })
+    })
+    .collect::<Result<Vec<_>>>()?;
+    let path = args.out.join("ledger_bytes.svg");
+    draw_line_chart(
+        &path,
+        &LineChart {
+            title: format!("karate on {device}: bytes copied (transfer ledger)"),
+            x_label: "epoch (0 = after loading and initialisation)".into(),
+            y_label: "KiB copied so far".into(),
+            series,
+        },
+    )?;
+    eprintln!("wrote {}", path.display());
+
+    let graph = datasets::karate(&chosen.placement)?;
+    let (model, _) = Model::init(ModelConfig::gatv2(34, 8, 8, 4), 0, &chosen.placement)?;
+    let requests: Arc<[serving::Request]> =
+        serving::mixed_requests(&graph, args.requests, 0)?.into();
+    let runs = serving::sweep(Arc::new(model), requests, &[1, 2, 4, 8])?;
+    let path = args.out.join("serving_throughput.svg");
+    draw_line_chart(
+        &path,
+        &LineChart {
+            title: format!(
+                "one GATv2 model shared by N threads ({} requests, {} cores)",
+                args.requests,
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            ),
+            x_label: "threads".into(),
+            y_label: "requests per second".into(),
+            series: vec![Series {
+                label: format!("karate on {}", chosen.name),
+                points: runs
+                    .iter()
+                    .map(|r| (r.threads as f64, r.requests_per_second))
+                    .collect(),
+            }],
+        },
+    )?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+/// KiB recorded by the ledger after loading (epoch 0) and after each epoch.
+fn cumulative_bytes(
+    device: &Placement,
+    every_epoch: bool,
+    epochs: usize,
+) -> Result<Vec<(f64, f64)>> {
+    let ledger = Ledger::new();
+    let at = device.clone().with_ledger(&ledger);
+    ledger.set_phase("load");
+    let host = datasets::karate(Placement::cpu())?;
+    let mut graph = host.to_device(&at)?;
+    let (config, recipe) = ModelKind::Gcn.recipe(&graph);
+    let mut trainer = Trainer::new(config, &graph, &TrainConfig { epochs, ..recipe })?;
+    let kib = |l: &Ledger| l.transfers().iter().map(|t| t.bytes).sum::<u64>() as f64 / 1024.0;
+    let mut points = vec![(0.0, kib(&ledger))];
+    for epoch in 1..=epochs {
+        ledger.set_phase(format!("epoch {epoch}"));
+        if every_epoch {
+            graph = host.to_device(&at)?;
+        }
+        trainer.epoch(&graph)?;
+        points.push((epoch as f64, kib(&ledger)));
+    }
+    Ok(points)
+}
