@@ -735,6 +735,7 @@ fn figures_draws_the_books_measured_figures() {
         "cora_training_curves.svg",
         "ledger_bytes.svg",
         "serving_throughput.svg",
+        "karate_gatv2.svg",
     ] {
         let svg = std::fs::read_to_string(out.join(name)).unwrap();
         assert!(svg.contains("<svg") && svg.contains("</svg>"), "{name}");

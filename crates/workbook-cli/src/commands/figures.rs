@@ -3,14 +3,20 @@
 //! - `cora_training_curves.svg`: loss and accuracy per epoch of GCN and GATv2 on Cora;
 //! - `ledger_bytes.svg`: bytes copied to and from the device, cumulated per epoch, when the
 //!   graph is moved once and when it is moved every epoch (karate, transfer ledger);
-//! - `serving_throughput.svg`: requests per second against threads sharing one GATv2 model.
+//! - `serving_throughput.svg`: requests per second against threads sharing one GATv2 model;
+//! - `karate_gatv2.svg`: the karate club coloured by GATv2's predictions, edges shaded by the
+//!   first layer's attention.
 
 use crate::commands::train::{train_with_bar, ModelKind};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::sync::Arc;
+use workbook::candle_core::D;
 use workbook::device::Chosen;
-use workbook::figures::{draw_line_chart, draw_training_curves, Curve, LineChart, Series};
+use workbook::figures::{
+    draw_graph, draw_line_chart, draw_training_curves, spring_layout, Curve, GraphDrawing,
+    LineChart, Series,
+};
 use workbook::ledger::Ledger;
 use workbook::threads::serving;
 use workbook::train::{TrainConfig, Trainer};
@@ -27,12 +33,43 @@ pub struct Args {
     /// Requests per thread count for the serving figure.
     #[arg(long, default_value_t = 400)]
     requests: usize,
+    /// Draw only these figures (training, ledger, serving, karate); default: all.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<Figure>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Figure {
+    Training,
+    Ledger,
+    Serving,
+    Karate,
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
 
+    let wanted = |f: Figure| args.only.is_empty() || args.only.contains(&f);
+    if wanted(Figure::Training) {
+        training(&args, chosen)?;
+    }
+    if wanted(Figure::Ledger) {
+        ledger(&args, chosen)?;
+    }
+    let graph = datasets::karate(&chosen.placement)?;
+    if wanted(Figure::Karate) {
+        let path = args.out.join("karate_gatv2.svg");
+        draw_graph(&path, &karate_drawing(&graph)?)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if wanted(Figure::Serving) {
+        serving_figure(&args, chosen, &graph)?;
+    }
+    Ok(())
+}
+
+fn training(args: &Args, chosen: &Chosen) -> Result<()> {
     let cora = datasets::load("cora", None, &chosen.placement).context("loading Cora")?;
     let mut curves = Vec::new();
     for kind in [ModelKind::Gcn, ModelKind::Gatv2] {
@@ -45,7 +82,10 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     let path = args.out.join("cora_training_curves.svg");
     draw_training_curves(&path, "Cora", &curves)?;
     eprintln!("wrote {}", path.display());
+    Ok(())
+}
 
+fn ledger(args: &Args, chosen: &Chosen) -> Result<()> {
     // The ledger only sees copies to a device: on the host, use the simulated sim:1.
     let device = if chosen.placement.is_cpu() {
         Placement::sim(1)
@@ -76,10 +116,13 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     )?;
     eprintln!("wrote {}", path.display());
 
-    let graph = datasets::karate(&chosen.placement)?;
+    Ok(())
+}
+
+fn serving_figure(args: &Args, chosen: &Chosen, graph: &workbook::Graph) -> Result<()> {
     let (model, _) = Model::init(ModelConfig::gatv2(34, 8, 8, 4), 0, &chosen.placement)?;
     let requests: Arc<[serving::Request]> =
-        serving::mixed_requests(&graph, args.requests, 0)?.into();
+        serving::mixed_requests(graph, args.requests, 0)?.into();
     let runs = serving::sweep(Arc::new(model), requests, &[1, 2, 4, 8])?;
     let path = args.out.join("serving_throughput.svg");
     draw_line_chart(
@@ -103,6 +146,51 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     )?;
     eprintln!("wrote {}", path.display());
     Ok(())
+}
+
+/// Trains GATv2 on karate and returns the drawing: predicted community per member, and each
+/// friendship shaded by the larger of its two first-layer attention weights (mean over heads).
+fn karate_drawing(graph: &workbook::Graph) -> Result<GraphDrawing> {
+    let report = train_with_bar(ModelKind::Gatv2, graph, 200, 0)?;
+    let out = report.model.forward_graph(graph)?;
+    let classes: Vec<usize> = out
+        .logits
+        .argmax(D::Minus1)?
+        .to_vec1::<u32>()?
+        .into_iter()
+        .map(|c| c as usize)
+        .collect();
+    let attention = &out.attention[0].1;
+    let weights = attention.weights.mean(D::Minus1)?.to_vec1::<f32>()?;
+    let src = attention.edge_index.sources_host();
+    let dst = attention.edge_index.targets_host();
+    let mut pairs: std::collections::BTreeMap<(usize, usize), f64> = Default::default();
+    for ((&a, &b), &w) in src.iter().zip(dst).zip(&weights) {
+        let key = (a.min(b) as usize, a.max(b) as usize);
+        let slot = pairs.entry(key).or_insert(0.0);
+        *slot = slot.max(f64::from(w));
+    }
+    let top = pairs.values().copied().fold(1e-9, f64::max);
+    let edges: Vec<(usize, usize, f64)> = pairs
+        .into_iter()
+        .map(|((a, b), w)| (a, b, w / top))
+        .collect();
+    let marked = match graph.split() {
+        Some(s) => s
+            .train
+            .to_vec1::<u32>()?
+            .into_iter()
+            .map(|i| i as usize)
+            .collect(),
+        None => Vec::new(),
+    };
+    Ok(GraphDrawing {
+        title: "karate: GATv2's predicted communities; edges shaded by attention".into(),
+        positions: spring_layout(graph.num_nodes(), &edges, 1, 300),
+        edges,
+        classes,
+        marked,
+    })
 }
 
 /// KiB recorded by the ledger after loading (epoch 0) and after each epoch.

@@ -1,9 +1,11 @@
 //! Figures drawn by the code with plotters (SVG: no font libraries needed).
 
+pub mod graph_drawing;
 pub mod line_chart;
 pub mod scaling;
 pub mod training_curves;
 
+pub use graph_drawing::{draw_graph, spring_layout, GraphDrawing};
 pub use line_chart::{draw_line_chart, LineChart, Series};
 pub use scaling::{draw_scaling, ScalingPoint};
 pub use training_curves::{draw_training_curves, Curve};
