@@ -46,6 +46,14 @@ fn failure(out: &Output) -> String {
     err
 }
 
+/// Each line of `stdout` parsed as JSON (the bench output).
+fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect()
+}
+
 fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
     (a - b)
         .unwrap()
@@ -623,10 +631,7 @@ fn bench_prints_one_json_line_per_model_with_the_promised_keys() {
         "1",
     ];
     let stdout = ok(&workbook(&args, dir.path()));
-    let lines: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-        .collect();
+    let lines = json_lines(&stdout);
     assert_eq!(lines.len(), 2, "{stdout}");
     for (line, model) in lines.iter().zip(["gcn", "gatv2"]) {
         for key in [
@@ -702,10 +707,7 @@ fn bench_reports_serving_throughput_per_thread_count_on_a_simulated_device() {
         "30",
     ];
     let stdout = ok(&workbook(&args, dir.path()));
-    let lines: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-        .collect();
+    let lines = json_lines(&stdout);
     assert_eq!(lines.len(), 3, "{stdout}");
     assert_eq!(lines[0]["device"], "sim:1");
     for (line, threads) in lines[1..].iter().zip([1, 3]) {

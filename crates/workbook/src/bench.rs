@@ -25,7 +25,7 @@
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;
 use crate::model::{Model, ModelConfig};
-use crate::train::{Adam, Dropout, TrainConfig};
+use crate::train::TrainConfig;
 use candle_core::Tensor;
 use serde::Serialize;
 use std::time::Instant;
@@ -113,15 +113,8 @@ pub fn bench(
     let base_rss_mb = resident_mb().map(|(rss, _)| rss);
     let at = graph.placement();
     let (model, _) = Model::init(config, train_config.seed, at)?;
-    let first_prefix = model.config().prefix(0);
-    let mut opt = Adam::for_model(&model, train_config.lr, |name| {
-        if !train_config.decay_first_layer_only || name.starts_with(&first_prefix) {
-            train_config.weight_decay
-        } else {
-            0.0
-        }
-    })?;
-    let mut dropout = Dropout::new(train_config.seed.wrapping_add(1), at.device());
+    let mut opt = train_config.optimizer(&model)?;
+    let mut dropout = train_config.dropout(at.device());
     let y_train = y.index_select(&split.train, 0)?;
     let sync = |t: &Tensor| -> Result<()> { Ok(t.device().synchronize()?) };
 

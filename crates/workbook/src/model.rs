@@ -28,7 +28,7 @@ use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;
 use crate::layers::{Attention, GatV2Config, GatV2Conv, GcnConfig, GcnConv};
-use crate::placement::{bytes_of, check_all, inherit, Placed, Placement, Role};
+use crate::placement::{bytes_of, check_forward, inherit, Placement};
 use crate::train::dropout::Dropout;
 use candle_core::{DType, Tensor, Var};
 use candle_nn::{VarBuilder, VarMap};
@@ -500,29 +500,15 @@ impl Model {
         edge_index: &EdgeIndex,
         edge_weight: Option<&Tensor>,
     ) -> Result<()> {
-        let at = self.placement();
-        let ei_at = edge_index.placement();
-        // Bare tensors cannot say `sim`: one on the model's candle device is taken to be with
-        // the model, so the tagged edge index (or the graph, in `check_graph`) names the culprit.
-        let x_at = inherit(x, at);
-        let w_at = edge_weight.map(|w| inherit(w, at));
-        let params = self.parameter_placements();
-        let buffers = self.buffer_placements();
-        let mut items: Vec<Placed> = params
-            .iter()
-            .map(|(n, p)| Placed::new(n.clone(), Role::Parameter, p))
-            .collect();
-        items.push(Placed::new("x", Role::Input, &x_at));
-        items.push(Placed::new("edge_index", Role::Input, ei_at));
-        if let Some(w_at) = &w_at {
-            items.push(Placed::new("edge_weight", Role::Input, w_at));
-        }
-        items.extend(
-            buffers
-                .iter()
-                .map(|(n, p)| Placed::new(n.clone(), Role::Buffer, p)),
-        );
-        check_all("model parameters", at, &items)
+        check_forward(
+            "model parameters",
+            self.placement(),
+            &self.parameter_placements(),
+            x,
+            edge_index,
+            edge_weight,
+            &self.buffer_placements(),
+        )
     }
 
     /// [`Model::check_inputs`] for a whole graph, labels and masks included.
@@ -531,9 +517,10 @@ impl Model {
         self.check_inputs(graph.x(), graph.edge_index(), graph.edge_weight())
     }
 
-    /// Evaluation-mode forward pass over a whole graph, after [`Model::check_graph`].
+    /// Evaluation-mode forward pass over a whole graph, after [`Model::check_graph`] (whose
+    /// parameter and buffer half `forward` runs itself).
     pub fn forward_graph(&self, graph: &Graph) -> Result<ModelOutput> {
-        self.check_graph(graph)?;
+        graph.check_on("model parameters", self.placement())?;
         self.forward(graph.x(), graph.edge_index(), graph.edge_weight())
     }
 

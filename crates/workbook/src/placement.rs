@@ -376,12 +376,13 @@ pub fn check_all(expected_what: &str, expected: &Placement, items: &[Placed]) ->
     }
 }
 
-/// The pre-flight check of a layer or model: parameters on `params_at`, and the inputs and
-/// cached buffers with them. `x` and `edge_weight` are bare tensors, placed by [`inherit`] next
-/// to the parameters.
+/// The pre-flight check of a layer or model: every parameter in `params` on `params_at`, and
+/// the inputs and cached buffers with them. `x` and `edge_weight` are bare tensors, placed by
+/// [`inherit`] next to the parameters (a bare tensor cannot say `sim`).
 pub(crate) fn check_forward(
     params_what: &str,
     params_at: &Placement,
+    params: &[(String, &Placement)],
     x: &Tensor,
     edge_index: &crate::EdgeIndex,
     edge_weight: Option<&Tensor>,
@@ -390,10 +391,12 @@ pub(crate) fn check_forward(
     let ei_at = edge_index.placement();
     let x_at = inherit(x, params_at);
     let w_at = edge_weight.map(|w| inherit(w, params_at));
-    let mut items = vec![
-        Placed::new("x", Role::Input, &x_at),
-        Placed::new("edge_index", Role::Input, ei_at),
-    ];
+    let mut items: Vec<Placed> = params
+        .iter()
+        .map(|(name, at)| Placed::new(name.clone(), Role::Parameter, at))
+        .collect();
+    items.push(Placed::new("x", Role::Input, &x_at));
+    items.push(Placed::new("edge_index", Role::Input, ei_at));
     if let Some(w_at) = &w_at {
         items.push(Placed::new("edge_weight", Role::Input, w_at));
     }

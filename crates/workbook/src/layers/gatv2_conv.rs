@@ -344,7 +344,15 @@ impl GatV2Conv {
         dropout: Option<&mut Dropout>,
     ) -> Result<GatV2Output> {
         check_features(x, edge_index, self.config.in_channels, "GATv2Conv")?;
-        check_forward("GATv2Conv parameters", &self.at, x, edge_index, None, &[])?;
+        check_forward(
+            "GATv2Conv parameters",
+            &self.at,
+            &[],
+            x,
+            edge_index,
+            None,
+            &[],
+        )?;
         let (h, c) = (self.config.heads, self.config.out_channels);
         let n = edge_index.num_nodes();
         let x_l = self.lin_l.forward(x)?.reshape((n, h, c))?;

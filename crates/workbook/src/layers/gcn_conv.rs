@@ -273,6 +273,7 @@ impl GcnConv {
         check_forward(
             "GCNConv parameters",
             &self.at,
+            &[],
             x,
             edge_index,
             edge_weight,

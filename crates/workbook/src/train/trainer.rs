@@ -51,6 +51,24 @@ impl TrainConfig {
         }
     }
 
+    /// The recipe's optimiser over `model`: Adam with `lr`, and `weight_decay` on every
+    /// parameter, or only on the first layer's with `decay_first_layer_only`.
+    pub fn optimizer(&self, model: &Model) -> Result<Adam> {
+        let first_prefix = model.config().prefix(0);
+        Adam::for_model(model, self.lr, |name| {
+            if !self.decay_first_layer_only || name.starts_with(&first_prefix) {
+                self.weight_decay
+            } else {
+                0.0
+            }
+        })
+    }
+
+    /// The recipe's dropout masks, seeded from `seed` (initialisation uses `seed` itself).
+    pub fn dropout(&self, device: &candle_core::Device) -> Dropout {
+        Dropout::new(self.seed.wrapping_add(1), device)
+    }
+
     /// GATv2: lr 0.005, weight decay 5e-4 on everything, 200 epochs.
     pub fn gatv2() -> Self {
         Self {
@@ -183,19 +201,8 @@ impl Trainer {
 
     /// Trains an existing model (e.g. loaded from a checkpoint) with the recipe's optimiser.
     pub fn from_model(model: Model, train_config: &TrainConfig) -> Result<Self> {
-        let first_prefix = model.config().prefix(0);
-        let tc = train_config.clone();
-        let opt = Adam::for_model(&model, tc.lr, |name| {
-            if !tc.decay_first_layer_only || name.starts_with(&first_prefix) {
-                tc.weight_decay
-            } else {
-                0.0
-            }
-        })?;
-        let dropout = Dropout::new(
-            train_config.seed.wrapping_add(1),
-            model.placement().device(),
-        );
+        let opt = train_config.optimizer(&model)?;
+        let dropout = train_config.dropout(model.placement().device());
         Ok(Self {
             model,
             opt,
