@@ -1,0 +1,263 @@
+//! The exercises there are, read from `exercises/<chapter>/<exercise>/exercise.toml`, and how a
+//! command-line selection (`01-1`, `01`, `all`) picks some of them.
+//!
+//! ```
+//! use grader::catalog::short_id;
+//! assert_eq!(short_id("01-device-management", "2-device-policy"), "01-2");
+//! ```
+
+use crate::error::{GradeError, Result};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Which tree is graded: the students' stubs or the reference solutions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Variant {
+    /// `exercises/`: what students edit.
+    Exercises,
+    /// `solutions/`: the reference solutions, graded by the same tests.
+    Solutions,
+}
+
+impl Variant {
+    /// The top-level folder of this tree.
+    pub fn folder(self) -> &'static str {
+        match self {
+            Variant::Exercises => "exercises",
+            Variant::Solutions => "solutions",
+        }
+    }
+}
+
+/// `exercise.toml`: what the grader needs to know about one exercise.
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// One line: what the exercise is about.
+    pub title: String,
+    /// Learning objectives.
+    pub objectives: Vec<String>,
+    /// Files the student edits (relative to the exercise folder); every other file is checked
+    /// against the grader's checksums.
+    pub edit: Vec<String>,
+    /// Time limit per test; 60 s when absent.
+    pub time_limit_secs: Option<u64>,
+    /// The graded tests, in the order they are shown.
+    #[serde(rename = "test")]
+    pub tests: Vec<TestSpec>,
+}
+
+/// One graded test.
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestSpec {
+    /// The function name in `tests/grade.rs`.
+    pub name: String,
+    /// Points for passing it.
+    pub points: u32,
+}
+
+/// One exercise of the catalogue.
+#[derive(Clone, Debug)]
+pub struct Exercise {
+    /// Short id: chapter number and exercise number, `01-2`.
+    pub id: String,
+    /// `01-device-management/2-device-policy`.
+    pub path: String,
+    /// `01-device-management`.
+    pub chapter: String,
+    /// The parsed `exercise.toml`.
+    pub spec: Spec,
+}
+
+impl Exercise {
+    /// The exercise's folder in `variant`'s tree.
+    pub fn dir(&self, root: &Path, variant: Variant) -> PathBuf {
+        root.join(variant.folder()).join(&self.path)
+    }
+
+    /// The folder holding `exercise.toml`, the hints and the graded tests (always `exercises/`).
+    pub fn spec_dir(&self, root: &Path) -> PathBuf {
+        self.dir(root, Variant::Exercises)
+    }
+
+    /// Points for passing every test.
+    pub fn max_points(&self) -> u32 {
+        self.spec.tests.iter().map(|t| t.points).sum()
+    }
+
+    /// Time limit per test.
+    pub fn time_limit_secs(&self) -> u64 {
+        self.spec.time_limit_secs.unwrap_or(60)
+    }
+
+    /// The Cargo package name of this exercise in `variant`'s tree.
+    pub fn package(&self, root: &Path, variant: Variant) -> Result<String> {
+        #[derive(Deserialize)]
+        struct Manifest {
+            package: Package,
+        }
+        #[derive(Deserialize)]
+        struct Package {
+            name: String,
+        }
+        let path = self.dir(root, variant).join("Cargo.toml");
+        let text = std::fs::read_to_string(&path).map_err(|e| GradeError::io(&path, e))?;
+        let manifest: Manifest = toml::from_str(&text).map_err(|e| GradeError::BadSpec {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(manifest.package.name)
+    }
+}
+
+/// `01-device-management` + `2-device-policy` → `01-2`.
+pub fn short_id(chapter: &str, exercise: &str) -> String {
+    let number = |s: &str| s.split('-').next().unwrap_or(s).to_string();
+    format!("{}-{}", number(chapter), number(exercise))
+}
+
+/// Every exercise under a repository root.
+#[derive(Clone, Debug)]
+pub struct Catalog {
+    /// The repository root (the folder holding `exercises/`).
+    pub root: PathBuf,
+    /// Exercises in chapter and number order.
+    pub exercises: Vec<Exercise>,
+}
+
+impl Catalog {
+    /// Reads every `exercises/*/*/exercise.toml` under `root`.
+    pub fn load(root: &Path) -> Result<Self> {
+        let base = root.join("exercises");
+        let mut exercises = Vec::new();
+        for chapter in sorted_dirs(&base)? {
+            for exercise in sorted_dirs(&base.join(&chapter))? {
+                let toml_path = base.join(&chapter).join(&exercise).join("exercise.toml");
+                if !toml_path.is_file() {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&toml_path)
+                    .map_err(|e| GradeError::io(&toml_path, e))?;
+                let spec: Spec = toml::from_str(&text).map_err(|e| GradeError::BadSpec {
+                    path: toml_path.clone(),
+                    message: e.to_string(),
+                })?;
+                exercises.push(Exercise {
+                    id: short_id(&chapter, &exercise),
+                    path: format!("{chapter}/{exercise}"),
+                    chapter: chapter.clone(),
+                    spec,
+                });
+            }
+        }
+        Ok(Self {
+            root: root.to_path_buf(),
+            exercises,
+        })
+    }
+
+    /// The exercises `selection` names, in catalogue order, each once.
+    pub fn select(&self, selection: &Selection) -> Result<Vec<&Exercise>> {
+        let Selection::Patterns(patterns) = selection else {
+            return Ok(self.exercises.iter().collect());
+        };
+        let mut keep = vec![false; self.exercises.len()];
+        for pattern in patterns {
+            let pattern = pattern.trim_end_matches('/');
+            let mut any = false;
+            for (i, ex) in self.exercises.iter().enumerate() {
+                let folder = ex.path.rsplit('/').next().unwrap_or_default();
+                let chapter_number = ex.chapter.split('-').next().unwrap_or_default();
+                let hit = pattern == ex.id
+                    || pattern == ex.path
+                    || pattern.ends_with(&format!("/{}", ex.path))
+                    || pattern == folder
+                    || pattern == ex.chapter
+                    || pattern == chapter_number;
+                if hit {
+                    keep[i] = true;
+                    any = true;
+                }
+            }
+            if !any {
+                return Err(GradeError::NoMatch {
+                    pattern: pattern.to_string(),
+                    known: self
+                        .exercises
+                        .iter()
+                        .map(|e| e.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+        }
+        Ok(self
+            .exercises
+            .iter()
+            .zip(keep)
+            .filter_map(|(e, k)| k.then_some(e))
+            .collect())
+    }
+
+    /// The exercise that owns `path` (a file anywhere inside an exercise folder of either tree).
+    pub fn owner_of(&self, path: &Path) -> Option<&Exercise> {
+        let rel = path.strip_prefix(&self.root).ok()?;
+        self.exercises.iter().find(|e| {
+            [Variant::Exercises, Variant::Solutions]
+                .iter()
+                .any(|v| rel.starts_with(Path::new(v.folder()).join(&e.path)))
+        })
+    }
+}
+
+/// What the user asked to grade.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// Everything (no argument, or `all`).
+    All,
+    /// Exercise ids, chapters, folder names.
+    Patterns(Vec<String>),
+}
+
+impl Selection {
+    /// Reads the command line's positional arguments.
+    pub fn parse(args: &[String]) -> Self {
+        if args.is_empty() || args.iter().any(|a| a == "all") {
+            Selection::All
+        } else {
+            Selection::Patterns(args.to_vec())
+        }
+    }
+}
+
+/// The repository root at or above `start`: the first folder with both `exercises/` and a
+/// `Cargo.toml`.
+pub fn find_root(start: &Path) -> Result<PathBuf> {
+    let mut dir = Some(start);
+    while let Some(d) = dir {
+        if d.join("exercises").is_dir() && d.join("Cargo.toml").is_file() {
+            return Ok(d.to_path_buf());
+        }
+        dir = d.parent();
+    }
+    Err(GradeError::NoRoot(start.to_path_buf()))
+}
+
+fn sorted_dirs(dir: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(names),
+        Err(e) => return Err(GradeError::io(dir, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| GradeError::io(dir, e))?;
+        if entry.path().is_dir() {
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
+}

@@ -1,0 +1,241 @@
+//! The results of a grading run: a table for people, JSON and JUnit XML for machines (GitHub
+//! Classroom, GitLab, an LMS), written atomically so a report is never half there.
+//!
+//! ```
+//! let report = grader::Report::new(grader::Variant::Exercises, std::path::Path::new("."), vec![]);
+//! assert_eq!(report.max_points, 0);
+//! assert!(report.to_junit().unwrap().contains("<testsuites"));
+//! ```
+
+use crate::catalog::Variant;
+use crate::error::{GradeError, Result};
+use crate::runner::{ExerciseOutcome, Status};
+use comfy_table::{presets, Cell, Color, ContentArrangement, Table};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+/// A grading run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report {
+    /// `grade <version>`.
+    pub grader: String,
+    /// Which tree was graded.
+    pub variant: Variant,
+    /// The repository that was graded.
+    pub root: String,
+    /// Points earned.
+    pub points: u32,
+    /// Points available.
+    pub max_points: u32,
+    /// Graded tests that passed.
+    pub passed_tests: usize,
+    /// Graded tests.
+    pub total_tests: usize,
+    /// One entry per exercise, in catalogue order.
+    pub exercises: Vec<ExerciseOutcome>,
+}
+
+impl Report {
+    /// Sums up `exercises`.
+    pub fn new(variant: Variant, root: &Path, exercises: Vec<ExerciseOutcome>) -> Self {
+        let tests = exercises.iter().flat_map(|e| &e.tests);
+        Self {
+            grader: format!("grade {}", env!("CARGO_PKG_VERSION")),
+            variant,
+            root: root.display().to_string(),
+            points: exercises.iter().map(|e| e.points).sum(),
+            max_points: exercises.iter().map(|e| e.max_points).sum(),
+            passed_tests: tests.clone().filter(|t| t.status == Status::Passed).count(),
+            total_tests: tests.count(),
+            exercises,
+        }
+    }
+
+    /// Pretty-printed JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report always serialises") + "\n"
+    }
+
+    /// JUnit XML: a test suite per exercise, a test case per graded test (points as
+    /// properties), and a failing `integrity` case for an exercise whose graded files changed.
+    pub fn to_junit(&self) -> std::result::Result<String, quick_junit::SerializeError> {
+        use quick_junit::{NonSuccessKind, Property, TestCase, TestCaseStatus, TestSuite};
+        let mut junit = quick_junit::Report::new("workbook exercises");
+        for ex in &self.exercises {
+            let mut suite = TestSuite::new(format!("{} {}", ex.id, ex.path));
+            suite.add_property(Property::new("points", ex.points.to_string()));
+            suite.add_property(Property::new("max_points", ex.max_points.to_string()));
+            for t in &ex.tests {
+                let status = if t.status == Status::Passed {
+                    TestCaseStatus::success()
+                } else {
+                    let mut s = TestCaseStatus::non_success(match t.status {
+                        Status::Failed | Status::TimedOut | Status::Missing => {
+                            NonSuccessKind::Failure
+                        }
+                        _ => NonSuccessKind::Error,
+                    });
+                    s.set_message(first_line(&t.message));
+                    s.set_type(t.status.label());
+                    s.set_description(t.message.clone());
+                    s
+                };
+                let mut case = TestCase::new(t.name.clone(), status);
+                case.set_classname(ex.package.clone());
+                case.set_time(Duration::from_millis(t.duration_ms));
+                case.add_property(Property::new("points", t.points.to_string()));
+                case.add_property(Property::new("max_points", t.max_points.to_string()));
+                suite.add_test_case(case);
+            }
+            if !ex.modified_files.is_empty() {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+                s.set_message("graded files were modified; points withheld");
+                s.set_description(ex.modified_files.join("\n"));
+                let mut case = TestCase::new("integrity", s);
+                case.set_classname(ex.package.clone());
+                suite.add_test_case(case);
+            }
+            junit.add_test_suite(suite);
+        }
+        junit.to_string()
+    }
+
+    /// The table: one row per test, with points and the failure's message.
+    pub fn table(&self, color: bool) -> String {
+        let mut table = Table::new();
+        table
+            .load_preset(presets::UTF8_BORDERS_ONLY)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(140)
+            .set_header(["exercise", "test", "points", "status", "message"]);
+        for ex in &self.exercises {
+            let mut first = true;
+            for t in &ex.tests {
+                let label = if first { ex.id.clone() } else { String::new() };
+                first = false;
+                let mut status = Cell::new(t.status.label());
+                if color {
+                    status = status.fg(if t.status == Status::Passed {
+                        Color::Green
+                    } else {
+                        Color::Red
+                    });
+                }
+                table.add_row(vec![
+                    Cell::new(label),
+                    Cell::new(&t.name),
+                    Cell::new(format!("{}/{}", t.points, t.max_points)),
+                    status,
+                    Cell::new(clip(&first_line(&t.message), 90)),
+                ]);
+            }
+            if !ex.modified_files.is_empty() {
+                table.add_row(vec![
+                    Cell::new(""),
+                    Cell::new("integrity"),
+                    Cell::new(format!("0/{}", ex.max_points)),
+                    Cell::new("MODIFIED"),
+                    Cell::new(format!(
+                        "points withheld: {} (restore with git checkout)",
+                        ex.modified_files.join(", ")
+                    )),
+                ]);
+            }
+        }
+        table.to_string()
+    }
+
+    /// `12/40 points (30%) [######--------------]  3/13 exercises complete`.
+    pub fn summary(&self) -> String {
+        let width = 20usize;
+        let filled = (self.points as usize * width)
+            .checked_div(self.max_points as usize)
+            .unwrap_or(0);
+        let complete = self.exercises.iter().filter(|e| e.complete()).count();
+        format!(
+            "{}/{} points ({}%) [{}{}]  {}/{} exercises complete, {}/{} tests passed",
+            self.points,
+            self.max_points,
+            (self.points * 100)
+                .checked_div(self.max_points)
+                .unwrap_or(0),
+            "#".repeat(filled),
+            "-".repeat(width - filled),
+            complete,
+            self.exercises.len(),
+            self.passed_tests,
+            self.total_tests,
+        )
+    }
+
+    /// What to do next: the first unfinished exercise, its file, and how to get a hint.
+    pub fn next_steps(&self) -> String {
+        let Some(ex) = self.exercises.iter().find(|e| !e.complete()) else {
+            return "All done: every selected exercise has full marks.".into();
+        };
+        let mut text = format!(
+            "Next: {} {} ({}/{} points)\n",
+            ex.id, ex.title, ex.points, ex.max_points
+        );
+        if !ex.modified_files.is_empty() {
+            text += "  its graded files were changed; restore them: git checkout -- exercises/\n";
+        }
+        if let Some(err) = &ex.compile_error {
+            text += &format!(
+                "  it does not compile:\n{}\n",
+                indent(&clip(err, 1500), "    ")
+            );
+        }
+        text += &format!(
+            "  read   {}/{}/README.md\n  edit   the TODO: markers in {}/{}/src/\n  hint   cargo grade {} --hint\n  check  cargo grade {}   (or cargo grade --watch to re-grade on save)",
+            self.variant.folder(),
+            ex.path,
+            self.variant.folder(),
+            ex.path,
+            ex.id,
+            ex.id
+        );
+        text
+    }
+}
+
+/// Writes `bytes` to a temporary file beside `path`, then renames it over `path`.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| GradeError::io(dir, e))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| GradeError::io(dir, e))?;
+    tmp.write_all(bytes)
+        .and_then(|_| tmp.as_file().sync_all())
+        .map_err(|e| GradeError::io(path, e))?;
+    tmp.persist(path)
+        .map_err(|e| GradeError::io(path, e.error))?;
+    Ok(())
+}
+
+fn first_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("thread '"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        text.chars().take(max - 1).collect::<String>() + "…"
+    }
+}
+
+fn indent(text: &str, by: &str) -> String {
+    text.lines()
+        .map(|l| format!("{by}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
