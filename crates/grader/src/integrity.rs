@@ -49,7 +49,7 @@ pub fn graded_files(root: &Path, exercise: &Exercise) -> Result<Vec<String>> {
     walk(&dir, &mut |path| {
         let rel = path.strip_prefix(&dir).unwrap_or(path);
         let rel_str = rel.to_string_lossy().replace('\\', "/");
-        let editable = exercise.spec.edit.iter().any(|e| *e == rel_str);
+        let editable = exercise.spec.edit.contains(&rel_str);
         let markdown = rel_str.ends_with(".md");
         if !editable && !markdown {
             let from_root = path.strip_prefix(root).unwrap_or(path);

@@ -9,6 +9,8 @@
 //! use grader::runner::failure_message;
 //! let out = "---- grade::t stdout ----\n\nthread 'grade::t' panicked at src/x.rs:1:1:\nboom\n\nfailures:\n";
 //! assert!(failure_message(out, "grade::t").contains("boom"));
+//! let out = "---- grade::t stdout ----\nthread 'grade::t' panicked at a/src/../../a/tests/grade.rs:1:1:\nboom\n";
+//! assert!(failure_message(out, "grade::t").contains("panicked at a/tests/grade.rs:1:1:"));
 //! ```
 
 use crate::catalog::{Exercise, Variant};
@@ -379,11 +381,12 @@ fn run_test(
     }
     let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
     let tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
-    Ok((
-        Status::Crashed,
-        format!("the test process died ({status}): {tail}"),
-        ms,
-    ))
+    let message = if tail.trim().is_empty() {
+        format!("the test process died ({status}) without a panic message: an abort, a stack overflow, or a crash in native code")
+    } else {
+        format!("the test process died ({status}): {}", tail.trim())
+    };
+    Ok((Status::Crashed, message, ms))
 }
 
 /// The failure text libtest printed for `name`, without its boilerplate.
@@ -397,8 +400,34 @@ pub fn failure_message(stdout: &str, name: &str) -> String {
     body[..end]
         .lines()
         .filter(|l| !l.starts_with("note: run with `RUST_BACKTRACE=1`"))
+        .map(tidy_panic_location)
         .collect::<Vec<_>>()
         .join("\n")
         .trim()
         .to_string()
+}
+
+/// `thread 'grade::t' (123) panicked at ex/src/../../../../exercises/ex/tests/grade.rs:9:5:` →
+/// `… panicked at exercises/ex/tests/grade.rs:9:5:`: the tests are compiled through a `#[path]`
+/// that climbs out of `src/`, which is noise to a student.
+fn tidy_panic_location(line: &str) -> String {
+    let Some((head, path)) = line.split_once(" panicked at ") else {
+        return line.to_string();
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            ".." if parts.last().is_some_and(|p| *p != "..") => {
+                parts.pop();
+            }
+            "." => {}
+            _ => parts.push(part),
+        }
+    }
+    // The thread's id (`thread 'grade::t' (4242)`) changes every run; reports should not.
+    let head = match head.rsplit_once(" (") {
+        Some((name, id)) if id.trim_end_matches(')').chars().all(|c| c.is_ascii_digit()) => name,
+        _ => head,
+    };
+    format!("{head} panicked at {}", parts.join("/"))
 }
