@@ -26,6 +26,9 @@ struct Cli {
     /// shows a given level.
     #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "LEVEL")]
     hint: Option<usize>,
+    /// List the selected exercises (id, points, title, folder) without grading.
+    #[arg(long)]
+    list: bool,
     /// After grading, re-grade an exercise whenever one of its files is saved.
     #[arg(long)]
     watch: bool,
@@ -113,6 +116,19 @@ fn run(cli: Cli) -> Result<i32> {
     } else {
         Variant::Exercises
     };
+
+    if cli.list {
+        for ex in &selected {
+            println!(
+                "{:5} {:>3} pts  {:50} exercises/{}",
+                ex.id,
+                ex.max_points(),
+                ex.spec.title,
+                ex.path
+            );
+        }
+        return Ok(0);
+    }
 
     if let Some(level) = cli.hint {
         let exercise = selected[0];

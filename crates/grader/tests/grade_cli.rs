@@ -295,6 +295,11 @@ fn hints_come_one_level_at_a_time() {
 #[test]
 fn unknown_selections_are_explained() {
     let repo = fake_repo();
+    let list = text(&grade(repo.path(), &["--list"]));
+    assert!(
+        list.contains("01-1") && list.contains("Demo") && list.contains("4 pts"),
+        "{list}"
+    );
     let out = grade(repo.path(), &["09-9"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("no exercise matches '09-9'") && text(&out).contains("01-1"));
