@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Executes notebooks with the evcxr Rust kernel ("rust") and writes the outputs back in place.
+
+Called by notebooks/run.sh, which installs the kernel and sets up TMPDIR. Each notebook runs in
+its own kernel with the notebook's folder as working directory (so `:dep workbook = { path =
+"../crates/workbook" }` resolves). The first cell error stops everything with the notebook's
+name, the cell's number and its output. A notebook is written back (atomically: a temporary file
+in the same folder, then a rename) only when every cell ran and it holds at least one inline
+figure (an output with an <svg>).
+"""
+
+import argparse
+import os
+import pathlib
+import re
+import sys
+import tempfile
+import time
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def figures(nb):
+    """Number of outputs holding an inline SVG figure."""
+    count = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if any("<svg" in str(v) for v in data.values()):
+                count += 1
+    return count
+
+
+def error_outputs(nb):
+    """(cell number, text) of every error output or printed panic, in case one did not stop
+    execution (evcxr reports a caught panic as a successful cell)."""
+    found = []
+    for k, cell in enumerate(nb.cells, 1):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                found.append((k, "\n".join(out.get("traceback", [])) or out.get("evalue", "")))
+            elif out.get("output_type") == "stream" and "panicked at" in out.get("text", ""):
+                found.append((k, out["text"]))
+    return found
+
+
+def failing_cell(nb):
+    """The first code cell without an execution count after one that has one: where it stopped."""
+    last = None
+    for k, cell in enumerate(nb.cells, 1):
+        if cell.cell_type != "code":
+            continue
+        if cell.get("execution_count") is None:
+            return last
+        last = (k, cell)
+    return last
+
+
+def coalesce_streams(nb):
+    """Merges consecutive stdout (stderr) outputs of a cell: evcxr sends every line on its own."""
+    for cell in nb.cells:
+        merged = []
+        for out in cell.get("outputs", []):
+            if (out.get("output_type") == "stream" and merged
+                    and merged[-1].get("output_type") == "stream"
+                    and merged[-1]["name"] == out["name"]):
+                merged[-1]["text"] += out["text"]
+            else:
+                merged.append(out)
+        if "outputs" in cell:
+            cell.outputs = merged
+
+
+def write_atomically(nb, path):
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            nbformat.write(nb, f)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600 files
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def tail(path, lines=40):
+    try:
+        return "".join(path.read_text(errors="replace").splitlines(keepends=True)[-lines:])
+    except OSError:
+        return ""
+
+
+def run(path, timeout, log_dir):
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:  # no stale outputs survive a run
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    started, cell_seconds = {}, {}
+
+    def cell_start(cell, cell_index, **_):
+        started[cell_index] = time.monotonic()
+
+    def cell_done(cell, cell_index, **_):
+        if cell.cell_type == "code" and cell_index in started:
+            cell_seconds[cell_index] = time.monotonic() - started[cell_index]
+
+    client = NotebookClient(
+        nb,
+        on_cell_start=cell_start,
+        on_cell_executed=cell_done,
+        kernel_name="rust",
+        timeout=timeout,
+        startup_timeout=120,
+        record_timing=False,  # keeps the committed files free of timestamps
+        resources={"metadata": {"path": str(path.parent.resolve())}},
+    )
+    # The kernel's own output (cargo compiling the dependencies) goes to a log, not the console.
+    log_path = log_dir / f"{path.stem}.kernel.log"
+    start = time.monotonic()
+    try:
+        with open(log_path, "w") as log:
+            client.execute(stdout=log, stderr=log)
+    except (CellExecutionError, CellTimeoutError, DeadKernelError) as e:
+        where = failing_cell(nb)
+        cell = f"cell {where[0]}" if where else "a cell"
+        if where and isinstance(e, CellExecutionError):
+            code_cells = [c for c in nb.cells if c.cell_type == "code"]
+            cell = f"cell {where[0]} (code cell {code_cells.index(where[1]) + 1})"
+        print(f"\nFAILED: {path} at {cell}: {type(e).__name__}\n{e}", file=sys.stderr)
+        for out in (where[1].get("outputs", []) if where else []):
+            if out.get("output_type") == "error":
+                text = "\n".join(out.get("traceback", [])) or out.get("evalue", "")
+                print(f"{out.get('ename')}: {out.get('evalue')}\n{ANSI.sub('', text)}", file=sys.stderr)
+        print(f"\nlast lines of the kernel's log ({log_path}):\n{tail(log_path)}", file=sys.stderr)
+        return None
+    seconds = time.monotonic() - start
+    errors = error_outputs(nb)
+    if errors:
+        k, text = errors[0]
+        print(f"\nFAILED: {path} cell {k} has an error output:\n{text}", file=sys.stderr)
+        return None
+    n = figures(nb)
+    if n == 0:
+        print(f"\nFAILED: {path} has no inline figure (no output with an <svg>)", file=sys.stderr)
+        return None
+    coalesce_streams(nb)
+    write_atomically(nb, path)
+    first = min(cell_seconds) if cell_seconds else None
+    first_text = f" (first cell, :dep: {cell_seconds[first]:.0f} s)" if first is not None else ""
+    print(f"{path}: {len(nb.cells)} cells, {n} figure(s), {seconds:.0f} s{first_text}", flush=True)
+    return seconds
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="+", type=pathlib.Path)
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    parser.add_argument("--log-dir", type=pathlib.Path, default=pathlib.Path("target/notebook-logs"),
+                        help="where the kernels' own output goes (one log per notebook)")
+    args = parser.parse_args()
+    args.log_dir.mkdir(parents=True, exist_ok=True)
+    total = 0.0
+    for path in args.notebooks:
+        if not path.is_file():
+            print(f"FAILED: {path}: no such notebook", file=sys.stderr)
+            return 1
+        print(f"executing {path} ...", flush=True)
+        seconds = run(path, args.timeout, args.log_dir)
+        if seconds is None:
+            return 1
+        total += seconds
+    print(f"all {len(args.notebooks)} notebook(s) ran in {total:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
