@@ -120,11 +120,11 @@ fn run(cli: Cli) -> Result<i32> {
     if cli.list {
         for ex in &selected {
             println!(
-                "{:5} {:>3} pts  {:50} exercises/{}",
+                "{:5} {:>3} pts  exercises/{:50} {}",
                 ex.id,
                 ex.max_points(),
-                ex.spec.title,
-                ex.path
+                ex.path,
+                ex.spec.title
             );
         }
         return Ok(0);

@@ -1,0 +1,276 @@
+//! Graded tests for exercise 03-1 (points in exercise.toml). Do not edit: the grader checks this
+//! file against its checksum.
+//!
+//! No sleeps and no luck: channels and a barrier pause threads inside `forward_paused` to force
+//! the interleavings that lose, so a layer that keeps attention in shared state fails every time.
+
+use super::stateless_attention::SharedGatV2;
+use std::sync::{mpsc, Condvar, Mutex, PoisonError};
+use workbook::datasets::{self, CsbmConfig};
+use workbook::threads::serving::Request;
+use workbook::{Activation, EdgeIndex, GatV2Config, GatV2Conv, GatV2Output, Graph, Layer};
+use workbook::{LayerConfig, Model, ModelConfig, Placement};
+
+/// A seeded single GATv2 layer (2 heads × 8 channels) taking `in_channels` features.
+fn gatv2(in_channels: usize) -> GatV2Conv {
+    let config = ModelConfig {
+        layers: vec![LayerConfig::GatV2(
+            GatV2Config::new(in_channels, 8).heads(2),
+        )],
+        activation: Activation::None,
+        dropout: 0.0,
+        prefixed: false,
+    };
+    let (model, _vars) = Model::init(config, 0, Placement::cpu()).expect("building the layer");
+    match &model.layers()[0] {
+        Layer::GatV2(conv) => conv.clone(),
+        Layer::Gcn(_) => unreachable!("the config has one GATv2 layer"),
+    }
+}
+
+/// `graph` without every fifth edge: a different graph on the same nodes.
+fn thinned(graph: &Graph) -> Request {
+    let ei = graph.edge_index();
+    let keep = |ids: &[u32]| -> Vec<i64> {
+        (0..ids.len())
+            .filter(|i| i % 5 != 4)
+            .map(|i| i64::from(ids[i]))
+            .collect()
+    };
+    let (src, dst) = (keep(ei.sources_host()), keep(ei.targets_host()));
+    Request {
+        name: format!("{} without every 5th edge", graph.name),
+        x: graph.x().clone(),
+        edge_index: EdgeIndex::new(&src, &dst, graph.num_nodes(), graph.placement()).unwrap(),
+        nodes: None,
+    }
+}
+
+fn bits(t: &workbook::candle_core::Tensor) -> (Vec<usize>, Vec<u32>) {
+    let values = t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    (
+        t.dims().to_vec(),
+        values.iter().map(|v| v.to_bits()).collect(),
+    )
+}
+
+/// Bit-for-bit the same attention: the same edges and the same weights.
+fn same_attention(a: &GatV2Output, b: &GatV2Output) -> bool {
+    a.attention.edge_index.sources_host() == b.attention.edge_index.sources_host()
+        && a.attention.edge_index.targets_host() == b.attention.edge_index.targets_host()
+        && bits(&a.attention.weights) == bits(&b.attention.weights)
+}
+
+fn edges(out: &GatV2Output) -> usize {
+    out.attention.edge_index.num_edges()
+}
+
+#[test]
+fn each_thread_gets_its_own_attention_under_the_race() {
+    let karate = datasets::karate(Placement::cpu()).unwrap();
+    let (a, b) = (Request::whole(&karate), thinned(&karate));
+    let layer = SharedGatV2::new(gatv2(karate.num_features()));
+    let want_a = layer.conv().forward(&a.x, &a.edge_index).unwrap();
+    let want_b = layer.conv().forward(&b.x, &b.edge_index).unwrap();
+
+    // The interleaving of PyG issue 8741: A computes its attention; B runs a whole forward pass;
+    // only then does A's forward pass return.
+    let (a_computed, a_computed_rx) = mpsc::channel::<()>();
+    let (b_done, b_done_rx) = mpsc::channel::<()>();
+    let (got_a, got_b) = std::thread::scope(|s| {
+        let (layer, a, b) = (&layer, &a, &b);
+        let thread_a = s.spawn(move || {
+            layer.forward_paused(&a.x, &a.edge_index, move || {
+                let _ = a_computed.send(()); // 1. A has computed its attention
+                let _ = b_done_rx.recv(); // 3. wait until B is done
+            })
+        });
+        let thread_b = s.spawn(move || {
+            if a_computed_rx.recv().is_err() {
+                return None; // A never paused: nothing to interleave with
+            }
+            let out = layer.forward(&b.x, &b.edge_index); // 2. B's whole forward pass
+            let _ = b_done.send(());
+            Some(out)
+        });
+        (thread_a.join(), thread_b.join())
+    });
+    let got_a = got_a
+        .expect("thread A panicked in forward_paused")
+        .unwrap_or_else(|e| panic!("thread A's forward_paused failed: {e}"));
+    let got_b = got_b
+        .expect("thread B panicked in forward")
+        .expect(
+            "forward_paused never called `pause`: call it once, after the attention is computed",
+        )
+        .unwrap_or_else(|e| panic!("thread B's forward failed: {e}"));
+    assert!(
+        same_attention(&got_b, &want_b),
+        "thread B did not get the attention of its own graph '{}'",
+        b.name
+    );
+    if same_attention(&got_a, &want_b) {
+        panic!(
+            "thread A asked for '{}' ({} attention edges) and got thread B's attention for '{}' ({} edges): the layer stored it, B's forward pass overwrote it, and A read B's back (PyG issue 8741)",
+            a.name,
+            edges(&want_a),
+            b.name,
+            edges(&got_a)
+        );
+    }
+    assert!(
+        same_attention(&got_a, &want_a),
+        "thread A did not get the attention of its own graph '{}' ({} edges); it got {} edges",
+        a.name,
+        edges(&want_a),
+        edges(&got_a)
+    );
+    // Storing and reading back before `pause` would dodge this interleaving and still race:
+    // the layer must hold its parameters (the GatV2Conv) and nothing else.
+    let extra = std::mem::size_of::<SharedGatV2>() - std::mem::size_of::<GatV2Conv>();
+    assert_eq!(
+        extra, 0,
+        "SharedGatV2 still keeps {extra} bytes of state besides its GatV2Conv: delete the last_attention field"
+    );
+}
+
+/// A barrier that the test cannot get stuck in: a thread whose `pause` is dropped without being
+/// called (its forward pass failed, or never pauses), or that stops early, breaks it, and every
+/// waiting thread goes on.
+struct Lockstep {
+    threads: usize,
+    /// (arrived in this round, round, broken)
+    state: Mutex<(usize, u64, bool)>,
+    turn: Condvar,
+}
+
+impl Lockstep {
+    fn new(threads: usize) -> Self {
+        Self {
+            threads,
+            state: Mutex::new((0, 0, false)),
+            turn: Condvar::new(),
+        }
+    }
+
+    fn wait(&self) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.2 {
+            return;
+        }
+        let round = state.1;
+        state.0 += 1;
+        if state.0 == self.threads {
+            *state = (0, round + 1, false);
+            self.turn.notify_all();
+            return;
+        }
+        while state.1 == round && !state.2 {
+            state = self
+                .turn
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn break_up(&self) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).2 = true;
+        self.turn.notify_all();
+    }
+}
+
+/// One thread's arrival at the lockstep; dropped without arriving, it breaks the lockstep.
+struct Arrival<'a>(&'a Lockstep);
+
+impl Arrival<'_> {
+    fn arrive(self) {
+        let at = self.0;
+        std::mem::forget(self);
+        at.wait();
+    }
+}
+
+impl Drop for Arrival<'_> {
+    fn drop(&mut self) {
+        self.0.break_up();
+    }
+}
+
+#[test]
+fn many_threads_on_different_graphs_match_sequential() {
+    const THREADS: usize = 4;
+    const ROUNDS: usize = 6;
+    // A different graph for every thread and round: CSBM graphs of different sizes and seeds.
+    let graphs: Vec<Vec<Graph>> = (0..THREADS)
+        .map(|t| {
+            (0..ROUNDS)
+                .map(|r| {
+                    let config = CsbmConfig {
+                        seed: (t * ROUNDS + r) as u64,
+                        ..CsbmConfig::new(30 + 7 * t + r)
+                    };
+                    datasets::csbm(&config, Placement::cpu()).unwrap()
+                })
+                .collect()
+        })
+        .collect();
+    let layer = SharedGatV2::new(gatv2(graphs[0][0].num_features()));
+    let sequential: Vec<Vec<GatV2Output>> = graphs
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|g| layer.conv().forward(g.x(), g.edge_index()).unwrap())
+                .collect()
+        })
+        .collect();
+
+    // Every round, each thread computes, waits until all have computed, then returns: the
+    // window between computing and returning is where stored attention gets overwritten.
+    let lockstep = Lockstep::new(THREADS);
+    let results: Vec<Vec<_>> = std::thread::scope(|s| {
+        let handles: Vec<_> = graphs
+            .iter()
+            .map(|row| {
+                let (layer, lockstep) = (&layer, &lockstep);
+                s.spawn(move || {
+                    let _leaving = Arrival(lockstep); // also if the thread panics
+                    row.iter()
+                        .map(|g| {
+                            let arrival = Arrival(lockstep);
+                            layer.forward_paused(g.x(), g.edge_index(), move || arrival.arrive())
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a serving thread panicked"))
+            .collect()
+    });
+
+    let mut wrong = Vec::new();
+    for (t, row) in results.iter().enumerate() {
+        for (r, got) in row.iter().enumerate() {
+            let got = got
+                .as_ref()
+                .unwrap_or_else(|e| panic!("thread {t}, round {r}: forward_paused failed: {e}"));
+            let want = &sequential[t][r];
+            if !same_attention(got, want) || bits(&got.out) != bits(&want.out) {
+                wrong.push(format!(
+                    "thread {t} round {r} ({} edges wanted, {} received)",
+                    edges(want),
+                    edges(got)
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} concurrent answers differ from the sequential ones (another thread's attention): {}{}",
+        wrong.len(),
+        THREADS * ROUNDS,
+        wrong[..wrong.len().min(3)].join(", "),
+        if wrong.len() > 3 { ", ..." } else { "" }
+    );
+}

@@ -1,0 +1,260 @@
+//! Graded tests for exercise 03-3 (points in exercise.toml). Do not edit: the grader checks this
+//! file against its checksum.
+//!
+//! Every read is *tagged*: each parameter it was served is matched, bit for bit, against the
+//! parameters recorded after every optimiser step (`workbook::threads::snapshot::StepHistory`).
+//! Optimiser steps are paused half-way with channels, never with sleeps, so a server that reads
+//! the live model is caught every time.
+
+use super::serve_from_snapshots::{Served, TrainAndServe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use workbook::threads::snapshot::{fingerprint, parameter_fingerprints, ReadTag, StepHistory};
+use workbook::{datasets, Graph, Model, ModelConfig, Placement, Result};
+
+const LR: f64 = 0.05;
+
+fn karate() -> Graph {
+    datasets::karate(Placement::cpu()).unwrap()
+}
+
+/// A 2-layer GATv2 (12 parameters) on karate's CPU placement.
+fn service(graph: &Graph) -> TrainAndServe {
+    let config = ModelConfig::gatv2(graph.num_features(), 4, 2, graph.num_classes());
+    TrainAndServe::new(config, 0, graph.placement()).expect("building the service")
+}
+
+fn logits(model: &Model, graph: &Graph) -> u64 {
+    let out = model.forward(graph.x(), graph.edge_index(), None).unwrap();
+    fingerprint(&out.logits).unwrap()
+}
+
+/// The parameters and logits recorded after every step, from the live model.
+#[derive(Default)]
+struct Steps {
+    parameters: StepHistory,
+    logits: Vec<u64>,
+}
+
+impl Steps {
+    fn record(&mut self, service: &TrainAndServe, graph: &Graph) {
+        self.parameters.record(service.live()).unwrap();
+        self.logits.push(logits(service.live(), graph));
+    }
+}
+
+/// What a reader saw: the step it was told, its parameters and its logits.
+struct Read {
+    claimed: u64,
+    parameters: Vec<(String, u64)>,
+    logits: u64,
+}
+
+impl Read {
+    fn of(served: &Served, graph: &Graph) -> Self {
+        Read {
+            claimed: served.step,
+            parameters: parameter_fingerprints(&served.model).unwrap(),
+            logits: logits(&served.model, graph),
+        }
+    }
+
+    /// `None` when the read is exactly the step it claims; else what is wrong with it.
+    fn problem(&self, steps: &Steps) -> Option<String> {
+        let tag: ReadTag = steps.parameters.tag(&self.parameters);
+        if tag.mixed() {
+            return Some(format!(
+                "it mixed two steps, a model that never existed ({tag})"
+            ));
+        }
+        if !tag.steps.contains(&self.claimed) {
+            return Some(format!(
+                "it said step {} but its parameters are step {}'s",
+                self.claimed, tag.steps[0]
+            ));
+        }
+        if steps.logits.get(self.claimed as usize) != Some(&self.logits) {
+            return Some(format!("its logits are not step {}'s", self.claimed));
+        }
+        None
+    }
+}
+
+#[test]
+fn a_read_mid_step_sees_one_whole_step() {
+    let graph = karate();
+    let service = service(&graph);
+    let mut steps = Steps::default();
+    steps.record(&service, &graph);
+    let half = service.live().named_parameters().len() / 2;
+
+    let (paused, paused_rx) = mpsc::channel::<()>();
+    let (resume, resume_rx) = mpsc::channel::<()>();
+    let (trained, during) = std::thread::scope(|s| {
+        let (service, graph) = (&service, &graph);
+        let trainer = s.spawn(move || {
+            service.train_step(graph, LR, |k, _| {
+                if k + 1 == half {
+                    let _ = paused.send(()); // half of the parameters are written
+                    let _ = resume_rx.recv();
+                }
+                Ok(())
+            })
+        });
+        let reader = s.spawn(move || {
+            paused_rx.recv().ok()?;
+            let read = Read::of(&service.read(), graph); // while the step is paused
+            let _ = resume.send(());
+            Some(read)
+        });
+        (trainer.join(), reader.join())
+    });
+    let step = trained
+        .expect("the trainer panicked")
+        .unwrap_or_else(|e| panic!("train_step failed: {e}"));
+    assert_eq!(step, 1, "the first train_step should return step 1");
+    steps.record(&service, &graph);
+    let during = during.expect("the reader panicked").expect(
+        "train_step never paused half-way (it must write with set_in_place and after_each)",
+    );
+    if let Some(problem) = during.problem(&steps) {
+        panic!("a request served while step 1 was half written was wrong: {problem}");
+    }
+    assert_eq!(
+        during.claimed, 0,
+        "while step 1 is half written, requests must still get step 0"
+    );
+    let after = Read::of(&service.read(), &graph);
+    if let Some(problem) = after.problem(&steps) {
+        panic!("a request served after step 1 was wrong: {problem}");
+    }
+    assert_eq!(
+        after.claimed, 1,
+        "once step 1 is finished, new requests must get it (publish a snapshot after each step)"
+    );
+}
+
+#[test]
+fn a_request_keeps_the_step_it_started_with() {
+    let graph = karate();
+    let service = service(&graph);
+    let mut steps = Steps::default();
+    steps.record(&service, &graph);
+    let held = service.read(); // a request starts...
+    service.train_step(&graph, LR, |_, _| Ok(())).unwrap(); // ...a whole step happens...
+    steps.record(&service, &graph);
+    let read = Read::of(&held, &graph); // ...and the request runs its forward pass
+    if let Some(problem) = read.problem(&steps) {
+        panic!(
+            "a request that started on step {} and ran after step 1 was wrong: {problem}; what it holds must not change under it",
+            held.step
+        );
+    }
+    assert_eq!(held.step, 0, "the request started before step 1");
+}
+
+/// Sets the flag when dropped, even while unwinding, so readers always stop.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+#[test]
+fn readers_never_see_a_mixed_step_while_training() {
+    const STEPS: u64 = 8;
+    const FREE_READERS: usize = 2;
+    const MAX_READS: usize = 2_000;
+    let graph = karate();
+    let service = service(&graph);
+    let half = service.live().named_parameters().len() / 2;
+    let done = AtomicBool::new(false);
+
+    // One trainer; one probe that reads during every step, half-way through (forced); free
+    // readers that read as fast as they can, whenever the scheduler lets them.
+    let (paused, paused_rx) = mpsc::channel::<u64>();
+    let (resume, resume_rx) = mpsc::channel::<()>();
+    let (trained, probe_reads, free_reads) = std::thread::scope(|s| {
+        let (service, graph, done) = (&service, &graph, &done);
+        let trainer = s.spawn(move || -> Result<Steps> {
+            let _stop_readers = SetOnDrop(done);
+            let mut steps = Steps::default();
+            steps.record(service, graph);
+            for step in 1..=STEPS {
+                service.train_step(graph, LR, |k, _| {
+                    if k + 1 == half {
+                        let _ = paused.send(step);
+                        let _ = resume_rx.recv();
+                    }
+                    Ok(())
+                })?;
+                steps.record(service, graph);
+            }
+            Ok(steps)
+        });
+        let probe = s.spawn(move || {
+            let mut reads = Vec::new();
+            while let Ok(step) = paused_rx.recv() {
+                reads.push((step, Read::of(&service.read(), graph)));
+                let _ = resume.send(());
+            }
+            reads
+        });
+        let free: Vec<_> = (0..FREE_READERS)
+            .map(|_| {
+                s.spawn(move || {
+                    let mut reads = Vec::new();
+                    while !done.load(Ordering::Acquire) && reads.len() < MAX_READS {
+                        reads.push(Read::of(&service.read(), graph));
+                    }
+                    reads
+                })
+            })
+            .collect();
+        let free_reads: Vec<Read> = free
+            .into_iter()
+            .flat_map(|h| h.join().expect("a reader panicked"))
+            .collect();
+        (
+            trainer.join(),
+            probe.join().expect("the probe reader panicked"),
+            free_reads,
+        )
+    });
+    let steps = trained
+        .expect("the trainer panicked")
+        .unwrap_or_else(|e| panic!("train_step failed: {e}"));
+    assert_eq!(
+        probe_reads.len() as u64,
+        STEPS,
+        "every train_step must pause half-way (write with set_in_place and after_each)"
+    );
+
+    let mut problems = Vec::new();
+    for (step, read) in &probe_reads {
+        if let Some(problem) = read.problem(&steps) {
+            problems.push(format!("half-way through step {step}, {problem}"));
+        }
+    }
+    let free_problems = free_reads
+        .iter()
+        .filter(|r| r.problem(&steps).is_some())
+        .count();
+    assert!(
+        problems.is_empty() && free_problems == 0,
+        "{} of {} reads during training were wrong; {}",
+        problems.len() + free_problems,
+        probe_reads.len() + free_reads.len(),
+        problems.first().map_or("(free readers)", String::as_str)
+    );
+    for (step, read) in &probe_reads {
+        assert_eq!(
+            read.claimed,
+            step - 1,
+            "half-way through step {step}, requests must get step {}",
+            step - 1
+        );
+    }
+}
