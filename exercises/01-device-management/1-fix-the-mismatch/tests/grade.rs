@@ -36,7 +36,10 @@ fn copies_the_graph_only_when_it_is_elsewhere() {
     forward_anywhere(&model, &on_cpu)
         .unwrap_or_else(|e| panic!("forward_anywhere failed with the graph on cpu: {e}"));
     assert!(
-        ledger.transfers().iter().any(|t| t.what.contains("karate.x")),
+        ledger
+            .transfers()
+            .iter()
+            .any(|t| t.what.contains("karate.x")),
         "a graph on the cpu must be copied to {gpu}; the ledger shows no copy of karate.x:\n{}",
         ledger.table()
     );
@@ -61,7 +64,10 @@ fn predictions_match_the_cpu_and_come_back_once() {
     let gpu = accelerator().placement.with_ledger(&ledger);
     let on_gpu = karate_predictions(&gpu)
         .unwrap_or_else(|e| panic!("karate_predictions failed on {gpu}: {e}"));
-    assert_eq!(on_gpu, on_cpu, "the same model must predict the same on every device");
+    assert_eq!(
+        on_gpu, on_cpu,
+        "the same model must predict the same on every device"
+    );
     let back: Vec<_> = ledger
         .transfers()
         .into_iter()
@@ -72,5 +78,9 @@ fn predictions_match_the_cpu_and_come_back_once() {
         1,
         "expected exactly one recorded copy back to the host (the predictions), got {back:?}"
     );
-    assert_eq!(back[0].bytes, 34 * 4, "the 34 predictions (u32) should come back, nothing more");
+    assert_eq!(
+        back[0].bytes,
+        34 * 4,
+        "the 34 predictions (u32) should come back, nothing more"
+    );
 }
