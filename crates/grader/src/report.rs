@@ -188,6 +188,13 @@ impl Report {
                 indent(&clip(err, 1500), "    ")
             );
         }
+        if self.variant == Variant::Solutions {
+            text += &format!(
+                "  the reference solution in solutions/{} fails: see its messages above",
+                ex.path
+            );
+            return text;
+        }
         text += &format!(
             "  read   {}/{}/README.md\n  edit   the TODO: markers in {}/{}/src/\n  hint   cargo grade {} --hint\n  check  cargo grade {}   (or cargo grade --watch to re-grade on save)",
             self.variant.folder(),

@@ -8,6 +8,18 @@ use workbook::candle_nn::{VarBuilder, VarMap};
 use workbook::threads::CellGatV2;
 use workbook::{EdgeIndex, GatV2Config, GatV2Conv};
 
+/// `std::thread::spawn`'s own requirement, written out here: a closure that runs on another
+/// thread must be `Send`. (Spelled out so that the compiler's note points into this file rather
+/// than into the standard library's sources, which rustc quotes only when `rust-src` is
+/// installed: the expected error is then the same on every machine.)
+fn spawn<F, T>(f: F) -> std::thread::JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    std::thread::spawn(f)
+}
+
 fn main() -> workbook::Result<()> {
     let dev = Device::Cpu;
     let varmap = VarMap::new();
@@ -18,7 +30,7 @@ fn main() -> workbook::Result<()> {
 
     let shared = Arc::clone(&layer);
     let (x2, edge_index2) = (x.clone(), edge_index.clone());
-    let other = std::thread::spawn(move || {
+    let other = spawn(move || {
         shared.forward(&x2, &edge_index2)?;
         Ok::<_, workbook::WorkbookError>(shared.last_attention())
     });
