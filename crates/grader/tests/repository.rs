@@ -42,6 +42,12 @@ fn shipped_checksums_are_fresh() {
 #[test]
 fn every_exercise_mirrors_its_solution() {
     let catalog = repo();
+    if !catalog.root.join("solutions").is_dir() {
+        // A class's copy without the solutions (see the book's teachers' page); CI grades the
+        // solutions of this repository, so they cannot go missing unnoticed here.
+        eprintln!("SKIPPED: no solutions/ folder, so there is no mirror to check");
+        return;
+    }
     assert!(!catalog.exercises.is_empty());
     for ex in &catalog.exercises {
         let exercise = ex.dir(&catalog.root, Variant::Exercises);
