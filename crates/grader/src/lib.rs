@@ -13,6 +13,7 @@
 //! ```
 
 pub mod catalog;
+pub mod cli;
 pub mod error;
 pub mod hints;
 pub mod integrity;

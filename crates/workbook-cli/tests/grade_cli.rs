@@ -352,7 +352,7 @@ fn watch_regrades_on_save() {
 
 /// The sample reports the teachers' page of the book shows (`book/src/generated/grade-*`), from a
 /// real run on the throw-away repository with its timings zeroed; refresh with
-/// `WORKBOOK_BLESS=1 cargo test -p grader`.
+/// `WORKBOOK_BLESS=1 cargo test -p workbook-cli --test grade_cli`.
 #[test]
 fn sample_reports_for_the_book() {
     let repo = fake_repo();
@@ -385,7 +385,7 @@ fn sample_reports_for_the_book() {
             let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
             assert!(
                 on_disk == text,
-                "{} is stale: refresh with WORKBOOK_BLESS=1 cargo test -p grader\n{text}",
+                "{} is stale: refresh with WORKBOOK_BLESS=1 cargo test -p workbook-cli --test grade_cli\n{text}",
                 path.display()
             );
         }

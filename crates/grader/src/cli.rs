@@ -1,11 +1,20 @@
-//! `cargo grade`: the grader students and teachers run (see `exercises/README.md`).
+//! The `cargo grade` command line (see `exercises/README.md`): parsing, the grading loop, the
+//! table and reports, `--hint`, `--watch`, `--expect`.
+//!
+//! The binary itself is `crates/workbook-cli/src/bin/grade.rs`, which calls [`main`]: with a
+//! second package owning a binary, a plain `cargo run` at the root would no longer know which
+//! program is the main job.
+//!
+//! ```no_run
+//! grader::cli::main(); // reads std::env::args and exits with the grade's status
+//! ```
 
+use crate::catalog::{find_root, Catalog, Exercise, Selection, Variant};
+use crate::report::write_atomically;
+use crate::runner::{self, ExerciseOutcome, RunOptions};
+use crate::{hints, integrity, Report};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
-use grader::catalog::{find_root, Catalog, Exercise, Selection, Variant};
-use grader::report::write_atomically;
-use grader::runner::{self, ExerciseOutcome, RunOptions};
-use grader::{hints, integrity, Report};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -74,7 +83,9 @@ enum Expect {
     Fail,
 }
 
-fn main() {
+/// Runs the grader on this process's arguments and exits: 0 when every selected test passed, 1
+/// when some did not (or `--expect` was not met), 2 when grading was impossible.
+pub fn main() {
     // Strip the `grade` that `cargo grade` passes when run as a cargo subcommand binary.
     let mut args: Vec<String> = std::env::args().collect();
     if args.get(1).is_some_and(|a| a == "grade") {
@@ -165,7 +176,7 @@ fn run(cli: Cli) -> Result<i32> {
     let mut code = exit_code(&report, cli.expect);
 
     if cli.watch {
-        grader::watch::run(&catalog, variant, &selected, cli.watch_rounds, |changed| {
+        crate::watch::run(&catalog, variant, &selected, cli.watch_rounds, |changed| {
             let fresh = grade_each(&root, changed, &options)?;
             for f in fresh {
                 if let Some(slot) = outcomes.iter_mut().find(|o| o.id == f.id) {
@@ -173,7 +184,7 @@ fn run(cli: Cli) -> Result<i32> {
                 }
             }
             let report = publish(&root, variant, &outcomes, &json_path, &junit_path)
-                .map_err(|e| grader::GradeError::Watch(format!("{e:#}")))?;
+                .map_err(|e| crate::GradeError::Watch(format!("{e:#}")))?;
             code = exit_code(&report, cli.expect);
             Ok(())
         })?;
@@ -200,7 +211,7 @@ fn grade_each(
     root: &Path,
     exercises: &[&Exercise],
     options: &RunOptions,
-) -> grader::Result<Vec<ExerciseOutcome>> {
+) -> crate::Result<Vec<ExerciseOutcome>> {
     let bar = if std::io::stderr().is_terminal() {
         ProgressBar::new(exercises.len() as u64)
     } else {
@@ -252,7 +263,7 @@ fn shown(root: &Path, path: &Path) -> String {
 }
 
 fn exit_code(report: &Report, expect: Option<Expect>) -> i32 {
-    use grader::Status;
+    use crate::Status;
     match expect {
         None => i32::from(!report.exercises.iter().all(|e| e.complete())),
         Some(Expect::Pass) => {
