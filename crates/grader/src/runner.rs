@@ -153,11 +153,11 @@ pub fn grade(root: &Path, exercise: &Exercise, options: &RunOptions) -> Result<E
             compile_error = Some(errors);
         }
         Build::Built(binary) => {
-            let listed = list_tests(&binary, &crate_dir)?;
+            let listed = list_tests(&binary, &crate_dir, &package)?;
             for spec in &exercise.spec.tests {
                 let full = format!("grade::{}", spec.name);
                 let outcome = if listed.contains(&full) {
-                    run_test(&binary, &crate_dir, &full, limit)?
+                    run_test(&binary, &crate_dir, &package, &full, limit)?
                 } else {
                     (
                         Status::Missing,
@@ -292,9 +292,19 @@ fn first_error(errors: &str) -> String {
     }
 }
 
-fn list_tests(binary: &Path, crate_dir: &Path) -> Result<Vec<String>> {
-    let out = Command::new(binary)
-        .current_dir(crate_dir)
+/// A command running the test binary as `cargo test` would: in the crate's folder, with the
+/// crate's `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME` (the grader itself runs under `cargo run`,
+/// whose values for the grader's own package it would otherwise pass on).
+fn test_command(binary: &Path, crate_dir: &Path, package: &str) -> Command {
+    let mut cmd = Command::new(binary);
+    cmd.current_dir(crate_dir)
+        .env("CARGO_MANIFEST_DIR", crate_dir)
+        .env("CARGO_PKG_NAME", package);
+    cmd
+}
+
+fn list_tests(binary: &Path, crate_dir: &Path, package: &str) -> Result<Vec<String>> {
+    let out = test_command(binary, crate_dir, package)
         .args(["--list", "--format", "terse"])
         .stdin(Stdio::null())
         .output()
@@ -310,12 +320,12 @@ fn list_tests(binary: &Path, crate_dir: &Path) -> Result<Vec<String>> {
 fn run_test(
     binary: &Path,
     crate_dir: &Path,
+    package: &str,
     name: &str,
     limit: Duration,
 ) -> Result<(Status, String, u64)> {
     let started = Instant::now();
-    let mut child = Command::new(binary)
-        .current_dir(crate_dir)
+    let mut child = test_command(binary, crate_dir, package)
         .args([name, "--exact", "--test-threads", "1"])
         .env("RUST_BACKTRACE", "0")
         .stdin(Stdio::null())
