@@ -1,17 +1,32 @@
 #!/usr/bin/env bash
-# Builds the book and checks it, as CI does (.ci/run):
-#   1. `mdbook build book` (HTML in book/build/); fails if mdbook logs an error or a warning
-#      (mdbook only logs a missing {{#include}} file and carries on);
+# Builds the book and checks it, as CI does (.ci/run). Needs no network.
+#   1. `mdbook build book` (HTML in book/build/), formulas rendered to HTML by mdbook-katex;
+#      fails if mdbook logs an error or a warning (mdbook only logs a missing {{#include}} file
+#      and carries on; mdbook-katex logs a formula KaTeX cannot parse);
 #   2. links, offline (no web requests), with mdbook-linkcheck2 on the book as rendered: every
 #      link between chapters, every image, and every link to notebooks/ and exercises/ (a link
 #      to a folder needs the folder's README.md);
-#   3. rendering: book/check_render.py opens every page in headless Chromium, checks its title,
-#      its figures and its links on disk, and saves one screenshot per page.
+#   3. rendering: book/check_render.py opens every page from disk in headless Chromium with the
+#      network off, and checks that nothing is requested from the network, that formulas are
+#      rendered (no TeX source shows), that output blocks wrap (chapter 1's named error is
+#      readable without scrolling sideways), the sidebar, search, titles, figures and links on
+#      disk; it saves one screenshot per page.
 # Usage: book/check.sh [SCREENSHOT_DIR]      (default: target/book-screenshots)
-# Needs: mdbook 0.5.4, mdbook-linkcheck2 0.13.0, chromium, python3 (standard library only).
+# Needs: mdbook 0.5.4, mdbook-katex 0.10.0, mdbook-linkcheck2 0.13.0, chromium, python3
+# (standard library only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shots=${1:-target/book-screenshots}
+
+missing=0
+for tool in "mdbook 0.5.4" "mdbook-katex 0.10.0" "mdbook-linkcheck2 0.13.0"; do
+  read -r name version <<<"$tool"
+  if ! command -v "$name" >/dev/null; then
+    echo "book/check.sh: $name is not installed: cargo install $name --locked --version $version" >&2
+    missing=1
+  fi
+done
+[ "$missing" = 0 ] || exit 1
 
 echo "--- mdbook build book"
 if ! log=$(mdbook build book 2>&1); then

@@ -1,21 +1,34 @@
 #!/usr/bin/env python3
-"""Open every chapter of the built book in headless Chromium and check that it renders.
+r"""Open every chapter of the built book in headless Chromium, offline, and check that it renders.
 
 Usage: python3 book/check_render.py --screenshots DIR [--book-dir book/build] [--chromium chromium]
 
-For each page listed in book/src/SUMMARY.md, opened from disk (file://):
+The network is off for every page: host names do not resolve (--host-resolver-rules) and the
+DevTools network emulation is offline. For each page listed in book/src/SUMMARY.md, opened from
+disk (file://):
+  * nothing is requested from the network (only file:, data: and blob: URLs), and every file the
+    page asks for (scripts, stylesheets, fonts, images, the search index) loads;
   * the page's heading (<main> h1) and <title> carry the chapter's title (the first `# ` line of
     its markdown);
+  * formulas are rendered: every display formula of the chapter's markdown (`\\[ ... \\]`) is a
+    KaTeX display on the page, KaTeX's stylesheet applies, no font failed to load, no KaTeX error,
+    and the page's text outside code shows no TeX source (`\[`, `\(`, `$$`, `\frac`, `^{`...);
+  * output blocks (```text: errors, ledgers, tables) do not scroll sideways (scrollWidth <=
+    clientWidth); on chapter 1, the first line of generated/ch01_mismatch.txt (the named error,
+    its culprit and its fix) lies inside its block and inside the viewport;
+  * the sidebar is on screen and links every page of SUMMARY.md, the current one marked active;
   * every <img> on the page loaded (complete, naturalWidth > 0), and every figure the chapter's
     markdown shows (`![...](figures/...)`) is among them;
   * every relative link in the chapter's text resolves to a file or folder on disk (links to
     notebooks/ and exercises/ included; a linked folder must hold a README.md);
   * a full-page PNG screenshot is saved as DIR/<page>.png.
+Once per run, search works offline: the first page opened with `?search=WORD` loads the search
+index from disk and lists results that lead to pages on disk, among them the page expected for
+WORD (screenshot DIR/search.png).
 
-Every failure is reported with its page (and image or link); the exit status is 1 if any check
-failed. Standard library only: Chromium is driven over the DevTools protocol on a pipe
-(--remote-debugging-pipe), so neither chromedriver nor selenium is needed. No network: every
-host name fails to resolve (--host-resolver-rules), so an offline machine behaves the same.
+Every failure is reported with its page (and image, link, block or request); the exit status is
+1 if any check failed. Standard library only: Chromium is driven over the DevTools protocol on a
+pipe (--remote-debugging-pipe), so neither chromedriver nor selenium is needed.
 """
 import argparse
 import base64
@@ -48,19 +61,37 @@ CHROMIUM_FLAGS = [
     "--no-default-browser-check",
     "--hide-scrollbars",
     "--mute-audio",
-    "--host-resolver-rules=MAP * ~NOTFOUND",  # offline: external scripts (MathJax) fail at once
+    "--host-resolver-rules=MAP * ~NOTFOUND",  # offline: no host name resolves
+    "--no-proxy-server",
     f"--window-size={WIDTH},{HEIGHT}",
     "--remote-debugging-pipe",
 ]
 
-# Waits for every image to finish (load or error), then reports what the page shows.
-PAGE_REPORT_JS = """
+# Waits for every image and font to finish (load or error), then reports what the page shows.
+PAGE_REPORT_JS = r"""
 (async () => {
   const imgs = Array.from(document.images);
   await Promise.all(imgs.map(i => i.complete ? null
       : new Promise(r => { i.addEventListener('load', r); i.addEventListener('error', r); })));
+  await document.fonts.ready;
   const main = document.querySelector('main');
   const h1 = main && main.querySelector('h1');
+
+  // The text a reader sees outside code and outside KaTeX's own markup: TeX source there means
+  // a formula was not rendered.
+  const prose = [];
+  if (main) {
+    const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT, {
+      acceptNode: n => n.parentElement.closest('pre, code, .katex')
+          ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT,
+    });
+    while (walker.nextNode()) prose.push(walker.currentNode.nodeValue);
+  }
+
+  const katex = main ? Array.from(main.querySelectorAll('.katex')) : [];
+  const sidebar = document.querySelector('#mdbook-sidebar, #sidebar');
+  const sidebarBox = sidebar ? sidebar.getBoundingClientRect() : null;
+  const sidebarLinks = sidebar ? Array.from(sidebar.querySelectorAll('a[href]')) : [];
   return JSON.stringify({
     title: document.title,
     h1: h1 ? h1.textContent.trim() : null,
@@ -69,6 +100,76 @@ PAGE_REPORT_JS = """
                             complete: i.complete, width: i.naturalWidth})),
     links: main ? Array.from(main.querySelectorAll('a[href]')).map(
         a => ({href: a.getAttribute('href'), url: a.href})) : [],
+    prose: prose.join(' '),
+    katex_displays: main ? main.querySelectorAll('.katex-display').length : 0,
+    katex_errors: main ? Array.from(main.querySelectorAll('.katex-error')).map(
+        e => e.getAttribute('title') || e.textContent) : [],
+    katex_font: katex.length ? getComputedStyle(katex[0]).fontFamily : null,
+    fonts_failed: Array.from(document.fonts).filter(f => f.status === 'error').map(
+        f => `${f.family} ${f.style} ${f.weight}`),
+    fonts_loaded: Array.from(document.fonts).filter(f => f.status === 'loaded').map(f => f.family),
+    output_blocks: Array.from(document.querySelectorAll('main pre > code.language-text')).map(
+        c => ({start: c.textContent.slice(0, 70),
+               code: [c.scrollWidth, c.clientWidth], pre: [c.parentElement.scrollWidth,
+               c.parentElement.clientWidth]})),
+    page_width: [document.documentElement.scrollWidth, document.documentElement.clientWidth],
+    sidebar: sidebarBox && {left: sidebarBox.left, right: sidebarBox.right,
+                            width: sidebarBox.width, height: sidebarBox.height},
+    sidebar_links: sidebarLinks.map(a => ({url: a.href, text: a.textContent.trim(),
+                                           active: a.classList.contains('active')})),
+  });
+})()
+"""
+
+# Finds NEEDLE in an output block, scrolls it into view and reports the boxes its text occupies,
+# the block's box and the viewport: the needle is readable if every box lies inside both.
+VISIBLE_TEXT_JS = r"""
+((needle) => {
+  const blocks = Array.from(document.querySelectorAll('main pre > code'));
+  const code = blocks.find(c => c.textContent.includes(needle));
+  if (!code) return JSON.stringify({found: false});
+  code.scrollIntoView({block: 'center', inline: 'nearest'});
+  // The needle may span several text nodes (highlighting): map its offsets onto them.
+  const start = code.textContent.indexOf(needle), end = start + needle.length;
+  const range = document.createRange();
+  const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+  let offset = 0;
+  while (walker.nextNode()) {
+    const node = walker.currentNode, len = node.nodeValue.length;
+    if (offset <= start && start <= offset + len) range.setStart(node, start - offset);
+    if (offset <= end && end <= offset + len) { range.setEnd(node, end - offset); break; }
+    offset += len;
+  }
+  const box = r => ({left: r.left, right: r.right, top: r.top, bottom: r.bottom});
+  return JSON.stringify({
+    found: true,
+    rects: Array.from(range.getClientRects()).filter(r => r.width > 0).map(box),
+    block: box(code.parentElement.getBoundingClientRect()),
+    viewport: {left: 0, top: 0, right: document.documentElement.clientWidth,
+               bottom: window.innerHeight},
+    scroll: [code.parentElement.scrollWidth, code.parentElement.clientWidth,
+             code.scrollWidth, code.clientWidth],
+  });
+})
+"""
+
+# After `?search=WORD`: waits (up to 10 s) for mdbook's search to load its index and list results.
+SEARCH_RESULTS_JS = r"""
+(async () => {
+  const list = () => document.querySelector('#mdbook-searchresults, #searchresults');
+  for (let i = 0; i < 100; i++) {
+    const ul = list();
+    if (ul && ul.querySelectorAll('li a[href]').length > 0) break;
+    await new Promise(r => setTimeout(r, 100));
+  }
+  const ul = list();
+  const header = document.querySelector('#mdbook-searchresults-header, #searchresults-header');
+  return JSON.stringify({
+    list: !!ul,
+    header: header ? header.textContent.trim() : null,
+    results: ul ? Array.from(ul.querySelectorAll('li a[href]')).map(a => a.href) : [],
+    index_scripts: Array.from(document.scripts).map(s => s.src).filter(
+        u => /searchindex/.test(u)),
   });
 })()
 """
@@ -112,6 +213,13 @@ class Chromium:
         ]
         self.call("Page.enable", session=True)
         self.call("Runtime.enable", session=True)
+        # Every request the page makes is recorded (Network.* events) and the network is off.
+        self.call("Network.enable", session=True)
+        self.call(
+            "Network.emulateNetworkConditions",
+            {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1},
+            session=True,
+        )
 
     def chromium_log(self):
         self.log.seek(0)
@@ -166,6 +274,16 @@ class Chromium:
             raise RuntimeError(f"cannot open {url}: {result['errorText']}")
         self.wait_for_event("Page.loadEventFired")
 
+    def drain_events(self, quiet=0.3):
+        """Reads events until none has come for QUIET seconds; returns and forgets them all."""
+        while True:
+            try:
+                self.events.append(self._read_message(time.monotonic() + quiet))
+            except TimeoutError:
+                break
+        events, self.events = self.events, []
+        return events
+
     def evaluate(self, expression):
         result = self.call(
             "Runtime.evaluate",
@@ -203,8 +321,24 @@ class Chromium:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
+# TeX source as it would show if a formula were not rendered: display or inline delimiters, a
+# TeX command (a backslash and a word), or a sub- or superscript group.
+TEX_SOURCE = re.compile(r"\\\[|\\\]|\\\(|\\\)|\$\$|\\[A-Za-z]{2,}|[_^]\{")
+
+# The named error of chapter 1 (its first line: the culprit and the fix) must be readable without
+# scrolling sideways.
+CHAPTER1_PAGE = "01-device-management.html"
+CHAPTER1_ERROR = os.path.join("generated", "ch01_mismatch.txt")
+
+# Search: this word must find this page (the transfer ledger is chapter 2's subject).
+SEARCH_WORD, SEARCH_PAGE = "ledger", "02-moving-models-and-data.html"
+
+# URL schemes a page may load from without a network.
+OFFLINE_SCHEMES = {"file", "data", "blob", "about"}
+
+
 def chapters(src):
-    """(markdown file, expected title, expected figures) for each page in SUMMARY.md."""
+    """(markdown file, title, figures, display formulas) for each page in SUMMARY.md."""
     with open(os.path.join(src, "SUMMARY.md")) as f:
         files = re.findall(r"\]\(([^)]+\.md)\)", f.read())
     out = []
@@ -213,7 +347,9 @@ def chapters(src):
             text = f.read()
         title = next(line[2:].strip() for line in text.splitlines() if line.startswith("# "))
         figures = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", text)
-        out.append((name, title, figures))
+        # Display math is written \\[ ... \\] (book.toml, [preprocessor.katex]).
+        formulas = text.count("\\\\[")
+        out.append((name, title, figures, formulas))
     return out
 
 
@@ -225,12 +361,64 @@ def local_path(url):
     return urllib.request.url2pathname(parts.path)
 
 
-def check_page(browser, book_dir, name, title, figures, screenshots):
+def file_url(path):
+    return "file://" + urllib.request.pathname2url(os.path.abspath(path))
+
+
+def request_problems(page, events):
+    """Every request that went to the network and every file that failed to load."""
+    problems = []
+    urls = {}
+    for event in events:
+        method, params = event.get("method"), event.get("params", {})
+        if method == "Network.requestWillBeSent":
+            url = params["request"]["url"]
+            urls[params["requestId"]] = url
+            scheme = urllib.parse.urlsplit(url).scheme
+            if scheme not in OFFLINE_SCHEMES:
+                problems.append(f"{page}: requests {url[:120]} from the network")
+        elif method == "Network.loadingFailed":
+            url = urls.get(params["requestId"], "?")
+            if urllib.parse.urlsplit(url).scheme in OFFLINE_SCHEMES:
+                problems.append(f"{page}: {url} did not load ({params.get('errorText')})")
+    return problems, len(urls)
+
+
+def visible_problems(browser, page, needle, what):
+    """NEEDLE, in an output block, lies inside its block and the viewport (no sideways scroll)."""
+    report = json.loads(browser.evaluate(f"{VISIBLE_TEXT_JS}({json.dumps(needle)})"))
+    if not report["found"]:
+        return [f"{page}: {what} is not on the page ({needle[:60]!r}...)"]
+    problems = []
+    block, view = report["block"], report["viewport"]
+    if not report["rects"]:
+        problems.append(f"{page}: {what} takes no space on the page")
+    for r in report["rects"]:
+        inside_block = r["left"] >= block["left"] - 1 and r["right"] <= block["right"] + 1
+        inside_view = (r["left"] >= view["left"] - 1 and r["right"] <= view["right"] + 1
+                       and r["top"] >= view["top"] - 1 and r["bottom"] <= view["bottom"] + 1)
+        if not (inside_block and inside_view):
+            problems.append(
+                f"{page}: {what} runs outside {'its block' if not inside_block else 'the window'}"
+                f" (text box {r['left']:.0f}..{r['right']:.0f} px, block {block['left']:.0f}.."
+                f"{block['right']:.0f} px, window 0..{view['right']:.0f} px): the reader must "
+                "scroll sideways to read it"
+            )
+            break
+    pre_sw, pre_cw, code_sw, code_cw = report["scroll"]
+    if pre_sw > pre_cw + 1 or code_sw > code_cw + 1:
+        problems.append(f"{page}: the block with {what} scrolls sideways "
+                        f"(scrollWidth {max(pre_sw, code_sw)} > clientWidth {min(pre_cw, code_cw)})")
+    return problems
+
+
+def check_page(browser, book_dir, src, chapter, pages, screenshots):
+    name, title, figures, formulas = chapter
     page = name[:-3] + ".html"
     path = os.path.join(book_dir, page)
     if not os.path.isfile(path):
-        return [f"{page}: not in the built book ({path}); run mdbook build book"], page
-    browser.open("file://" + urllib.request.pathname2url(os.path.abspath(path)))
+        return [f"{page}: not in the built book ({path}); run mdbook build book"]
+    browser.open(file_url(path))
     report = json.loads(browser.evaluate(PAGE_REPORT_JS))
     problems = []
     if report["h1"] != title:
@@ -239,6 +427,47 @@ def check_page(browser, book_dir, name, title, figures, screenshots):
         problems.append(f"{page}: <title> is {report['title']!r}, expected it to contain {title!r}")
     if report["text_length"] < 200:
         problems.append(f"{page}: the page body is almost empty ({report['text_length']} characters)")
+
+    # Formulas: rendered by KaTeX at build time, styled by the vendored stylesheet and fonts.
+    for match in list(TEX_SOURCE.finditer(report["prose"]))[:3]:
+        around = report["prose"][max(0, match.start() - 30) : match.end() + 30]
+        problems.append(f"{page}: TeX source shows in the text: ...{around}...")
+    if report["katex_displays"] < formulas:
+        problems.append(f"{page}: {formulas} display formula(s) in {name}, "
+                        f"{report['katex_displays']} rendered by KaTeX")
+    for error in report["katex_errors"]:
+        problems.append(f"{page}: KaTeX error: {error}")
+    if report["katex_font"] is not None and "KaTeX_Main" not in report["katex_font"]:
+        problems.append(f"{page}: KaTeX's stylesheet does not apply to the formulas "
+                        f"(font-family {report['katex_font']!r}; is katex/katex.min.css there?)")
+    if formulas and not any(f.startswith("KaTeX_") for f in report["fonts_loaded"]):
+        problems.append(f"{page}: no KaTeX font loaded")
+    for font in report["fonts_failed"]:
+        problems.append(f"{page}: font {font} failed to load")
+
+    # Output blocks wrap: none scrolls sideways, nor does the page.
+    for block in report["output_blocks"]:
+        (code_sw, code_cw), (pre_sw, pre_cw) = block["code"], block["pre"]
+        if code_sw > code_cw + 1 or pre_sw > pre_cw + 1:
+            problems.append(f"{page}: output block {block['start']!r}... scrolls sideways "
+                            f"(scrollWidth {max(code_sw, pre_sw)} > clientWidth {min(code_cw, pre_cw)})")
+    doc_sw, doc_cw = report["page_width"]
+    if doc_sw > doc_cw + 1:
+        problems.append(f"{page}: the page scrolls sideways ({doc_sw} px wide, window {doc_cw} px)")
+
+    # The sidebar is on screen and leads to every page, this one marked active.
+    box = report["sidebar"]
+    if not box or box["width"] < 100 or box["height"] < 100 or box["left"] < -1:
+        problems.append(f"{page}: the sidebar is not on screen ({box})")
+    linked = {local_path(a["url"]) for a in report["sidebar_links"]}
+    for other in pages:
+        if os.path.abspath(os.path.join(book_dir, other)) not in linked:
+            problems.append(f"{page}: the sidebar has no link to {other}")
+    active = [a["text"] for a in report["sidebar_links"] if a["active"]]
+    if not any(local_path(a["url"]) == os.path.abspath(path)
+               for a in report["sidebar_links"] if a["active"]):
+        problems.append(f"{page}: the sidebar does not mark this page active (active: {active})")
+
     for img in report["images"]:
         if not img["complete"] or img["width"] == 0:
             problems.append(f"{page}: image {img['src']!r} did not load ({img['url']})")
@@ -256,15 +485,57 @@ def check_page(browser, book_dir, name, title, figures, screenshots):
             problems.append(f"{page}: link {link['href']!r} is broken (no {target})")
         elif os.path.isdir(target) and not os.path.isfile(os.path.join(target, "README.md")):
             problems.append(f"{page}: link {link['href']!r} is a folder without README.md ({target})")
+
+    extra = ""
+    if page == CHAPTER1_PAGE:
+        with open(os.path.join(src, CHAPTER1_ERROR)) as f:
+            error = f.readline().strip()
+        found = visible_problems(browser, page, error, f"the named error of {CHAPTER1_ERROR}")
+        problems += found
+        extra = ", named error on screen" if not found else ""
+
     shot = os.path.join(screenshots, page[:-5] + ".png")
     browser.screenshot(shot)
+    found, requests = request_problems(page, browser.drain_events())
+    problems += found
     loaded = sum(1 for img in report["images"] if img["complete"] and img["width"] > 0)
     print(
         f"{'ok  ' if not problems else 'FAIL'} {page}: {report['h1']!r}, "
-        f"{loaded}/{len(report['images'])} image(s) loaded ({len(figures)} figure(s) expected), "
-        f"{links} local link(s) checked, screenshot {shot}"
+        f"{requests} request(s), all from disk; {report['katex_displays']} formula(s) "
+        f"({formulas} expected); {len(report['output_blocks'])} output block(s){extra}; "
+        f"{loaded}/{len(report['images'])} image(s) loaded ({len(figures)} figure(s) expected); "
+        f"{links} local link(s) checked; screenshot {shot}"
     )
-    return problems, page
+    return problems
+
+
+def check_search(browser, book_dir, first_page, screenshots):
+    """`?search=WORD` on the first page finds SEARCH_PAGE, offline, from the index on disk."""
+    page = f"{first_page}?search={SEARCH_WORD}"
+    browser.open(file_url(os.path.join(book_dir, first_page)) + f"?search={SEARCH_WORD}")
+    report = json.loads(browser.evaluate(SEARCH_RESULTS_JS))
+    shot = os.path.join(screenshots, "search.png")
+    browser.screenshot(shot)
+    problems, requests = request_problems(page, browser.drain_events())
+    if not report["list"]:
+        problems.append(f"{page}: the page has no search (mdbook's search is off?)")
+    if not report["index_scripts"]:
+        problems.append(f"{page}: the search index (searchindex.js) was not loaded")
+    results = [local_path(url) for url in report["results"]]
+    if not results:
+        problems.append(f"{page}: searching {SEARCH_WORD!r} found nothing ({report['header']!r})")
+    for url, target in zip(report["results"], results):
+        if target is None or not os.path.isfile(target):
+            problems.append(f"{page}: search result {url} leads to no file on disk")
+    expected = os.path.abspath(os.path.join(book_dir, SEARCH_PAGE))
+    if results and expected not in results:
+        problems.append(f"{page}: searching {SEARCH_WORD!r} does not find {SEARCH_PAGE}")
+    print(
+        f"{'ok  ' if not problems else 'FAIL'} search {SEARCH_WORD!r}: {report['header']!r}, "
+        f"{len(results)} result(s) on disk, index {[os.path.basename(u) for u in report['index_scripts']]}, "
+        f"{requests} request(s), all from disk; screenshot {shot}"
+    )
+    return problems
 
 
 def main():
@@ -280,21 +551,27 @@ def main():
     if not binary:
         sys.exit(f"check_render: {args.chromium} not found (Debian: apt-get install -y chromium)")
     os.makedirs(args.screenshots, exist_ok=True)
-    pages = chapters(args.src)
+    chapter_list = chapters(args.src)
+    pages = [name[:-3] + ".html" for name, *_ in chapter_list]
     start = time.monotonic()
     browser = Chromium(binary, args.timeout)
     problems = []
     try:
-        for name, title, figures in pages:
+        for chapter in chapter_list:
             try:
-                found, _ = check_page(browser, args.book_dir, name, title, figures, args.screenshots)
+                found = check_page(browser, args.book_dir, args.src, chapter, pages, args.screenshots)
             except (RuntimeError, TimeoutError) as e:
-                found = [f"{name[:-3]}.html: {e}"]
-                print(f"FAIL {name[:-3]}.html: {e}")
+                found = [f"{chapter[0][:-3]}.html: {e}"]
+                print(f"FAIL {chapter[0][:-3]}.html: {e}")
             problems += found
+        try:
+            problems += check_search(browser, args.book_dir, pages[0], args.screenshots)
+        except (RuntimeError, TimeoutError) as e:
+            problems.append(f"search: {e}")
+            print(f"FAIL search: {e}")
     finally:
         browser.close()
-    print(f"{len(pages)} page(s) checked in {time.monotonic() - start:.1f} s")
+    print(f"{len(pages)} page(s) and search checked, offline, in {time.monotonic() - start:.1f} s")
     problems = list(dict.fromkeys(problems))  # mdbook renders each image twice (zoom)
     if problems:
         print(f"\n{len(problems)} problem(s):", file=sys.stderr)
