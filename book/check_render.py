@@ -429,9 +429,12 @@ def check_page(browser, book_dir, src, chapter, pages, screenshots):
         problems.append(f"{page}: the page body is almost empty ({report['text_length']} characters)")
 
     # Formulas: rendered by KaTeX at build time, styled by the vendored stylesheet and fonts.
-    for match in list(TEX_SOURCE.finditer(report["prose"]))[:3]:
-        around = report["prose"][max(0, match.start() - 30) : match.end() + 30]
-        problems.append(f"{page}: TeX source shows in the text: ...{around}...")
+    tex = list(TEX_SOURCE.finditer(report["prose"]))
+    if tex:
+        around = report["prose"][max(0, tex[0].start() - 30) : tex[0].end() + 40]
+        around = " ".join(around.split())
+        problems.append(f"{page}: TeX source shows in the text ({len(tex)} place(s)), "
+                        f"first: ...{around}...")
     if report["katex_displays"] < formulas:
         problems.append(f"{page}: {formulas} display formula(s) in {name}, "
                         f"{report['katex_displays']} rendered by KaTeX")
