@@ -22,7 +22,7 @@ missing=0
 for tool in "mdbook 0.5.4" "mdbook-katex 0.10.0" "mdbook-linkcheck2 0.13.0"; do
   read -r name version <<<"$tool"
   if ! command -v "$name" >/dev/null; then
-    echo "book/check.sh: $name is not installed: cargo install $name --locked --version $version" >&2
+    echo "book/check.sh: $name is not installed (cargo install $name --locked --version $version)" >&2
     missing=1
   fi
 done
