@@ -6,9 +6,9 @@
 # Only the woff2 fonts are kept (every browser that runs mdbook's own scripts reads woff2), and
 # the stylesheet's @font-face rules are rewritten to name only them, so it refers to no file that
 # is missing.
-# Usage: book/katex/update.sh [VERSION]      (default 0.16.4); needs npm and tar.
+# Usage: book/update-katex.sh [VERSION]      (default 0.16.4); needs npm and tar.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 version=${1:-0.16.4}
 out=book/src/katex
 tmp=$(mktemp -d)
@@ -21,11 +21,11 @@ cp "$tmp"/package/dist/fonts/*.woff2 "$out/fonts/"
 sed -E 's/,url\(fonts\/[A-Za-z0-9_-]+\.woff\) format\("woff"\),url\(fonts\/[A-Za-z0-9_-]+\.ttf\) format\("truetype"\)//g' \
   "$tmp/package/dist/katex.min.css" >"$out/katex.min.css"
 if grep -Eq '\.(woff|ttf)\)' "$out/katex.min.css"; then
-  echo "update.sh: katex.min.css still names a .woff or .ttf font; the rewrite no longer matches" >&2
+  echo "update-katex.sh: katex.min.css still names a .woff or .ttf font; the rewrite no longer matches" >&2
   exit 1
 fi
 # Every font the stylesheet names is vendored.
 for font in $(grep -o 'fonts/[A-Za-z0-9_-]*\.woff2' "$out/katex.min.css" | sort -u); do
-  test -s "$out/$font" || { echo "update.sh: $out/$font is missing" >&2; exit 1; }
+  test -s "$out/$font" || { echo "update-katex.sh: $out/$font is missing" >&2; exit 1; }
 done
 echo "KaTeX $version: $(ls "$out/fonts" | wc -l) fonts, $(du -sh "$out" | cut -f1) in $out"
