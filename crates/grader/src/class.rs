@@ -37,7 +37,7 @@ pub struct StudentJob<'a> {
     pub selected: &'a [&'a Exercise],
     /// The student's clone.
     pub student: &'a Path,
-    /// The pristine tree to use (`target/grade/pristine/<n>`).
+    /// The pristine tree to use ([`pristine::slot_dir`]).
     pub slot: &'a Path,
     /// The teacher's target folder, whose artefacts are reused.
     pub target: &'a Path,
@@ -266,7 +266,7 @@ fn grade_one(
             catalog: job.catalog,
             selected: job.selected,
             student: &student,
-            slot: &pristine::slot_dir(job.target, slot),
+            slot: &pristine::slot_dir(job.target, &slot.to_string()),
             target: job.target,
             options,
             build_lock: Some(lock),

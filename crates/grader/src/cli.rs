@@ -131,7 +131,9 @@ fn run(cli: Cli) -> Result<i32> {
         None => here.clone(),
     };
     if let Some(dir) = &cli.class {
-        let teacher = teacher.context("--class needs the teacher's repository: run it inside one, or pass --pristine DIR")?;
+        let teacher = teacher.context(
+            "--class needs the teacher's repository: run it inside one, or pass --pristine DIR",
+        )?;
         let catalog = Catalog::load(&teacher)?;
         let selected = catalog.select(&Selection::parse(&cli.selection))?;
         let reports = cli
@@ -153,7 +155,9 @@ fn run(cli: Cli) -> Result<i32> {
         Some(r) => find_root(r)?
             .canonicalize()
             .context("resolving the repository root")?,
-        None => here.clone().ok_or_else(|| crate::GradeError::NoRoot(cwd.clone()))?,
+        None => here
+            .clone()
+            .ok_or_else(|| crate::GradeError::NoRoot(cwd.clone()))?,
     };
     // A student's clone graded from the teacher's repository: in a pristine tree.
     let student_of = teacher.filter(|t| cli.root.is_some() && *t != root);
@@ -212,7 +216,7 @@ fn run(cli: Cli) -> Result<i32> {
         if cli.watch {
             bail!("--watch grades your own repository; it cannot be combined with a student's clone (--root {})", root.display());
         }
-        let slot = pristine::slot_dir(&target_dir(here.as_deref().unwrap_or(teacher)), 0);
+        let slot = pristine::slot_dir(&target_dir(here.as_deref().unwrap_or(teacher)), "0");
         let report = class::grade_student(&class::StudentJob {
             catalog: &catalog,
             selected: &selected,

@@ -5,7 +5,8 @@
 //! changed (the library, tests, manifests, `.cargo/config.toml`, build scripts) is never compiled;
 //! [`changed_files`] lists it for the report.
 //!
-//! Trees live in `target/grade/pristine/<slot>/` and build into the teacher's target folder, so a
+//! Trees live in the system's temporary folder ([`slot_dir`]) and build into the teacher's target
+//! folder, so a
 //! student costs one exercise crate's build, not the whole dependency tree: Cargo keys the
 //! artefacts of path packages by their path *relative to the workspace root*, and the copy keeps
 //! the teacher's modification times, so the library is `Fresh`. Two precautions keep artefacts
@@ -81,10 +82,7 @@ fn copy_tree(from: &Path, to: &Path, rel: &Path) -> Result<()> {
         None
     };
     if let Ok(have) = std::fs::metadata(to) {
-        let same_len = bytes
-            .as_ref()
-            .map_or(meta.len(), |b| b.len() as u64)
-            == have.len();
+        let same_len = bytes.as_ref().map_or(meta.len(), |b| b.len() as u64) == have.len();
         if same_len && have.modified().ok() == Some(modified) {
             return Ok(());
         }
@@ -194,7 +192,11 @@ pub fn edit_files(catalog: &Catalog) -> BTreeSet<String> {
 /// What the student changed outside the files the exercises ask them to edit, compared file by
 /// file (bytes) with the teacher's tree: `path: modified`, `path: added`, `path: deleted`. Files
 /// only the teacher has under `solutions/` are not listed (a class's copy has none).
-pub fn changed_files(teacher: &Path, student: &Path, graded: &BTreeSet<String>) -> Result<Vec<String>> {
+pub fn changed_files(
+    teacher: &Path,
+    student: &Path,
+    graded: &BTreeSet<String>,
+) -> Result<Vec<String>> {
     let theirs = list_files(student)?;
     let ours = list_files(teacher)?;
     let mut changes = BTreeMap::new();
@@ -230,7 +232,12 @@ pub fn changed_files(teacher: &Path, student: &Path, graded: &BTreeSet<String>) 
 /// is what enforces the rule.
 pub fn changed_since_upstream(root: &Path, graded: &BTreeSet<String>) -> Vec<String> {
     let git = |args: &[&str]| -> Option<String> {
-        let out = Command::new("git").arg("-C").arg(root).args(args).output().ok()?;
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .output()
+            .ok()?;
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
@@ -257,7 +264,16 @@ pub fn changed_since_upstream(root: &Path, graded: &BTreeSet<String>) -> Vec<Str
         .collect()
 }
 
-/// `target/grade/pristine/<slot>` under the teacher's target folder.
-pub fn slot_dir(target: &Path, slot: usize) -> PathBuf {
-    target.join("grade/pristine").join(slot.to_string())
+/// The pristine tree number `slot` (a number, or `wrong`) for builds into `target`:
+/// `<temp>/workbook-grade-<hash of target>/<slot>`. Not inside `target/`: Cargo records the
+/// sources it finds under the target folder by their path there, so two trees in it would share
+/// one record and one tree's binary could pass for the other's. Stable between runs, so a second
+/// run copies little and programs built by tests (trybuild) are reused.
+pub fn slot_dir(target: &Path, slot: &str) -> PathBuf {
+    use sha2::{Digest, Sha256};
+    let hash = Sha256::digest(target.to_string_lossy().as_bytes());
+    let hex: String = hash.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    std::env::temp_dir()
+        .join(format!("workbook-grade-{hex}"))
+        .join(slot)
 }

@@ -121,11 +121,24 @@ impl Report {
             table.set_width(140);
         }
         let longest = |names: &mut dyn Iterator<Item = usize>| names.max().unwrap_or(4).max(4);
-        let name_width = longest(&mut self.exercises.iter().flat_map(|e| e.tests.iter()).map(|t| t.name.chars().count()));
-        let status_width = longest(&mut self.exercises.iter().flat_map(|e| e.tests.iter()).map(|t| t.status.label().len()));
+        let name_width = longest(
+            &mut self
+                .exercises
+                .iter()
+                .flat_map(|e| e.tests.iter())
+                .map(|t| t.name.chars().count()),
+        );
+        let status_width = longest(
+            &mut self
+                .exercises
+                .iter()
+                .flat_map(|e| e.tests.iter())
+                .map(|t| t.status.label().len()),
+        );
         for (column, width) in [(0, 8), (1, name_width), (2, 6), (3, status_width.max(8))] {
             if let Some(c) = table.column_mut(column) {
-                c.set_constraint(ColumnConstraint::Absolute(Width::Fixed(width as u16)));
+                // The width includes the padding, one space each side.
+                c.set_constraint(ColumnConstraint::Absolute(Width::Fixed(width as u16 + 2)));
             }
         }
         for ex in &self.exercises {

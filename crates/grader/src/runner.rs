@@ -244,7 +244,11 @@ pub fn grade(root: &Path, exercise: &Exercise, options: &RunOptions) -> Result<E
                     .as_ref()
                     .is_none_or(|only| only.contains(&spec.name));
                 let outcome = if !wanted {
-                    (Status::NotRun, "not run (only the named tests were)".into(), 0)
+                    (
+                        Status::NotRun,
+                        "not run (only the named tests were)".into(),
+                        0,
+                    )
                 } else if listed.contains(&full) {
                     run_test(&env, &full, limit, &options.progress)?
                 } else {

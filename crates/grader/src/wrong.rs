@@ -23,9 +23,9 @@
 
 use crate::catalog::{Catalog, Exercise, Variant};
 use crate::error::{GradeError, Result};
+use crate::pristine;
 use crate::report::write_atomically;
 use crate::runner::{self, RunOptions, Status};
-use crate::pristine;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -114,7 +114,8 @@ fn check(exercise: &Exercise, dir: &Path) -> Result<WrongVariant> {
     collect(dir, dir, &mut files)?;
     files.retain(|f| f != "wrong.toml");
     if files.is_empty() {
-        problems.push("no replacement files: add the wrong version of a file the student edits".into());
+        problems
+            .push("no replacement files: add the wrong version of a file the student edits".into());
     }
     for file in &files {
         if !exercise.spec.edit.contains(file) {
@@ -193,7 +194,7 @@ pub fn run(
         println!("no known-wrong solutions (solutions/<chapter>/<exercise>/wrong/<slug>/wrong.toml) for the selected exercises");
         return Ok(0);
     }
-    let slot = target.join("grade/pristine/wrong");
+    let slot = pristine::slot_dir(target, "wrong");
     pristine::sync(root, &slot)?;
     let mut outcomes = Vec::new();
     for variant in &variants {
@@ -201,7 +202,9 @@ pub fn run(
             .iter()
             .find(|e| e.id == variant.exercise)
             .expect("discovered from the selection");
-        outcomes.push(grade_variant(root, &slot, target, exercise, variant, options)?);
+        outcomes.push(grade_variant(
+            root, &slot, target, exercise, variant, options,
+        )?);
     }
     let json = serde_json::to_string_pretty(&outcomes)? + "\n";
     let path = root.join("target/grade/wrong.json");
@@ -223,14 +226,25 @@ fn grade_variant(
     variant: &WrongVariant,
     options: &RunOptions,
 ) -> anyhow::Result<WrongOutcome> {
-    let why = variant.spec.as_ref().map(|s| s.why.clone()).unwrap_or_default();
-    let names = variant.spec.as_ref().map(|s| s.must_fail.clone()).unwrap_or_default();
+    let why = variant
+        .spec
+        .as_ref()
+        .map(|s| s.why.clone())
+        .unwrap_or_default();
+    let names = variant
+        .spec
+        .as_ref()
+        .map(|s| s.must_fail.clone())
+        .unwrap_or_default();
     if !variant.problems.is_empty() {
         return Ok(WrongOutcome {
             exercise: variant.exercise.clone(),
             variant: variant.slug.clone(),
             why,
-            must_fail: names.into_iter().map(|name| MustFail { name, status: None }).collect(),
+            must_fail: names
+                .into_iter()
+                .map(|name| MustFail { name, status: None })
+                .collect(),
             other_tests_lost: Vec::new(),
             points: 0,
             max_points: exercise.max_points(),
@@ -331,13 +345,7 @@ fn table(outcomes: &[WrongOutcome]) -> String {
         let must: Vec<String> = o
             .must_fail
             .iter()
-            .map(|m| {
-                format!(
-                    "{}: {}",
-                    m.name,
-                    m.status.map_or("-", |s| s.label())
-                )
-            })
+            .map(|m| format!("{}: {}", m.name, m.status.map_or("-", |s| s.label())))
             .collect();
         let verdict = match (&o.error, o.caught) {
             (Some(e), _) => format!("ERROR: {e}"),

@@ -439,14 +439,19 @@ fn an_early_exit_is_blamed_on_the_code_not_the_grader() {
     assert_eq!(early["status"], "exited", "{shown}");
     let message = early["message"].as_str().unwrap();
     assert!(
-        message.contains("ended") && message.contains("before the test finished") && message.contains("exit"),
+        message.contains("ended")
+            && message.contains("before the test finished")
+            && message.contains("exit"),
         "{message}"
     );
     assert!(!shown.contains("did not run"), "{shown}");
     // Progress: each test's result as it finishes, on stderr.
     let progress = String::from_utf8_lossy(&out.stderr);
     assert!(progress.contains("grading 01-1 Demo"), "{progress}");
-    assert!(progress.contains("pass") && progress.contains("adds"), "{progress}");
+    assert!(
+        progress.contains("pass") && progress.contains("adds"),
+        "{progress}"
+    );
 }
 
 #[test]
@@ -455,7 +460,11 @@ fn the_table_shows_whole_messages_and_whole_test_names() {
     let root = repo.path();
     let long = "the sum is wrong: write a temporary file in the same folder, then rename it over the old one, so that a reader never sees half a file (this sentence is long on purpose)";
     let tests = GRADE_RS.replace("\"add(2, 3) should be 5\"", &format!("\"{long}\""));
-    std::fs::write(root.join("exercises/01-basics/1-demo/tests/grade.rs"), tests).unwrap();
+    std::fs::write(
+        root.join("exercises/01-basics/1-demo/tests/grade.rs"),
+        tests,
+    )
+    .unwrap();
     let out = grade(root, &["01-1", "--time-limit", "1"]);
     let table: String = String::from_utf8_lossy(&out.stdout).into_owned();
     // Wrapped, so join the lines back and look for every word of the message, in order.
@@ -481,13 +490,20 @@ fn a_class_is_graded_from_the_edited_files_only() {
     let bob = class.path().join("bob");
     clone_repo(teacher, &alice);
     clone_repo(teacher, &bob);
-    std::fs::write(alice.join("exercises/01-basics/1-demo/src/demo.rs"), SOLUTION).unwrap();
+    std::fs::write(
+        alice.join("exercises/01-basics/1-demo/src/demo.rs"),
+        SOLUTION,
+    )
+    .unwrap();
     std::fs::write(
         bob.join("crates/mathlib/src/lib.rs"),
         LIBRARY.replace("    a - b", "    a + b"),
     )
     .unwrap();
-    write(&bob.join(".cargo/config.toml"), "[build]\nrustflags = [\"--cfg\", \"cheat\"]\n");
+    write(
+        &bob.join(".cargo/config.toml"),
+        "[build]\nrustflags = [\"--cfg\", \"cheat\"]\n",
+    );
 
     // In his own clone, bob's library change earns the first test...
     let own = grade(&bob, &["01-1", "--time-limit", "1"]);
@@ -508,9 +524,19 @@ fn a_class_is_graded_from_the_edited_files_only() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let summary = report(teacher.join("target/grade/class/summary.json"));
     let students = summary["students"].as_array().unwrap();
-    let row = |name: &str| students.iter().find(|s| s["student"] == name).unwrap().clone();
+    let row = |name: &str| {
+        students
+            .iter()
+            .find(|s| s["student"] == name)
+            .unwrap()
+            .clone()
+    };
     assert_eq!(row("alice")["points"]["01-1"], 4, "{summary}");
-    assert_eq!(row("alice")["ignored_files"].as_array().unwrap().len(), 0, "{summary}");
+    assert_eq!(
+        row("alice")["ignored_files"].as_array().unwrap().len(),
+        0,
+        "{summary}"
+    );
     assert_eq!(row("bob")["points"]["01-1"], 0, "{summary}");
     let ignored: Vec<String> = row("bob")["ignored_files"]
         .as_array()
@@ -518,10 +544,19 @@ fn a_class_is_graded_from_the_edited_files_only() {
         .iter()
         .map(|f| f.as_str().unwrap().to_string())
         .collect();
-    assert!(ignored.contains(&"crates/mathlib/src/lib.rs: modified".to_string()), "{ignored:?}");
-    assert!(ignored.contains(&".cargo/config.toml: added".to_string()), "{ignored:?}");
+    assert!(
+        ignored.contains(&"crates/mathlib/src/lib.rs: modified".to_string()),
+        "{ignored:?}"
+    );
+    assert!(
+        ignored.contains(&".cargo/config.toml: added".to_string()),
+        "{ignored:?}"
+    );
     let csv = std::fs::read_to_string(teacher.join("target/grade/class/summary.csv")).unwrap();
-    assert!(csv.starts_with("student,01-1,total,max_points,ignored_files,error\n"), "{csv}");
+    assert!(
+        csv.starts_with("student,01-1,total,max_points,ignored_files,error\n"),
+        "{csv}"
+    );
     assert!(csv.contains("\nalice,4,4,4,,\n"), "{csv}");
     let bob_report = report(teacher.join("target/grade/class/bob.json"));
     assert_eq!(test_named(&bob_report, "adds")["status"], "failed");
@@ -547,7 +582,11 @@ fn a_class_is_graded_from_the_edited_files_only() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(text(&out).contains("crates/mathlib/src/lib.rs: modified"), "{}", text(&out));
+    assert!(
+        text(&out).contains("crates/mathlib/src/lib.rs: modified"),
+        "{}",
+        text(&out)
+    );
     assert_eq!(report(teacher.join("bob.json"))["points"], 0);
 }
 
@@ -568,8 +607,16 @@ fn a_student_is_warned_about_changes_that_are_not_graded() {
     git(&["init", "-q"]);
     git(&["add", "-A"]);
     git(&["commit", "-q", "-m", "handout"]);
-    std::fs::write(root.join("crates/mathlib/src/lib.rs"), LIBRARY.replace("a - b", "a + b")).unwrap();
-    std::fs::write(root.join("exercises/01-basics/1-demo/src/demo.rs"), SOLUTION).unwrap();
+    std::fs::write(
+        root.join("crates/mathlib/src/lib.rs"),
+        LIBRARY.replace("a - b", "a + b"),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("exercises/01-basics/1-demo/src/demo.rs"),
+        SOLUTION,
+    )
+    .unwrap();
     let out = grade(root, &["01-1"]);
     let warning = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -590,7 +637,10 @@ fn known_wrong_solutions_must_fail_the_tests_they_name() {
         &wrong.join("subtracts/wrong.toml"),
         "why = \"subtracts instead of adding\"\nmust_fail = [\"adds\"]\n",
     );
-    write(&wrong.join("subtracts/src/demo.rs"), &SOLUTION.replace("a + b", "a - b"));
+    write(
+        &wrong.join("subtracts/src/demo.rs"),
+        &SOLUTION.replace("a + b", "a - b"),
+    );
     let out = grade(root, &["--wrong"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let r = report(root.join("target/grade/wrong.json"));
@@ -598,7 +648,11 @@ fn known_wrong_solutions_must_fail_the_tests_they_name() {
     assert_eq!(r[0]["caught"], true);
     assert_eq!(r[0]["must_fail"][0]["status"], "failed");
     assert_eq!(r[0]["other_tests_lost"].as_array().unwrap().len(), 0, "{r}");
-    assert!(text(&out).contains("subtracts instead of adding"), "{}", text(&out));
+    assert!(
+        text(&out).contains("subtracts instead of adding"),
+        "{}",
+        text(&out)
+    );
     // The working tree is never modified.
     assert_eq!(
         std::fs::read_to_string(root.join("exercises/01-basics/1-demo/src/demo.rs")).unwrap(),
@@ -611,20 +665,42 @@ fn known_wrong_solutions_must_fail_the_tests_they_name() {
         &wrong.join("uncaught/wrong.toml"),
         "why = \"multiplies\"\nmust_fail = [\"finishes_in_time\"]\n",
     );
-    write(&wrong.join("uncaught/src/demo.rs"), &SOLUTION.replace("a + b", "a * b"));
-    write(&wrong.join("bad/wrong.toml"), "why = \"x\"\nmust_fail = [\"no_such_test\"]\n");
+    write(
+        &wrong.join("uncaught/src/demo.rs"),
+        &SOLUTION.replace("a + b", "a * b"),
+    );
+    write(
+        &wrong.join("bad/wrong.toml"),
+        "why = \"x\"\nmust_fail = [\"no_such_test\"]\n",
+    );
     write(&wrong.join("bad/src/lib.rs"), "");
-    write(&wrong.join("broken/wrong.toml"), "why = \"x\"\nmust_fail = [\"adds\"]\n");
+    write(
+        &wrong.join("broken/wrong.toml"),
+        "why = \"x\"\nmust_fail = [\"adds\"]\n",
+    );
     write(&wrong.join("broken/src/demo.rs"), "pub fn add(");
     let out = grade(root, &["--wrong", "01-1"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let r = report(root.join("target/grade/wrong.json"));
-    let by = |slug: &str| r.as_array().unwrap().iter().find(|v| v["variant"] == slug).unwrap().clone();
+    let by = |slug: &str| {
+        r.as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["variant"] == slug)
+            .unwrap()
+            .clone()
+    };
     assert_eq!(by("subtracts")["caught"], true);
     assert_eq!(by("uncaught")["caught"], false);
     assert_eq!(by("uncaught")["must_fail"][0]["status"], "passed");
     assert_eq!(by("uncaught")["other_tests_lost"][0], "adds");
     let bad = by("bad")["error"].as_str().unwrap().to_string();
-    assert!(bad.contains("no_such_test") && bad.contains("src/lib.rs is not a file students edit"), "{bad}");
-    assert!(by("broken")["error"].as_str().unwrap().contains("does not compile"));
+    assert!(
+        bad.contains("no_such_test") && bad.contains("src/lib.rs is not a file students edit"),
+        "{bad}"
+    );
+    assert!(by("broken")["error"]
+        .as_str()
+        .unwrap()
+        .contains("does not compile"));
 }
