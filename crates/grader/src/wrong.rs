@@ -341,6 +341,25 @@ fn table(outcomes: &[WrongOutcome]) -> String {
     if table.width().is_none() {
         table.set_width(140);
     }
+    // Test names are never split: the two test columns are at least as wide as the longest
+    // `name: STATUS` (the width includes one space of padding each side).
+    let longest = outcomes
+        .iter()
+        .flat_map(|o| {
+            o.must_fail
+                .iter()
+                .map(|m| m.name.len() + 10)
+                .chain(o.other_tests_lost.iter().map(String::len))
+        })
+        .max()
+        .unwrap_or(10);
+    for column in [3, 4] {
+        if let Some(c) = table.column_mut(column) {
+            c.set_constraint(comfy_table::ColumnConstraint::LowerBoundary(
+                comfy_table::Width::Fixed(longest as u16 + 2),
+            ));
+        }
+    }
     for o in outcomes {
         let must: Vec<String> = o
             .must_fail

@@ -1,5 +1,7 @@
 //! The shipped exercises are consistent: checksums are fresh, every exercise mirrors its
-//! solution file for file, and exercise.toml scores exactly the tests in tests/grade.rs.
+//! solution file for file (`src/` and `Cargo.toml`; a solution's `wrong/` folder of known-wrong
+//! variants is not part of the mirror), exercise.toml scores exactly the tests in tests/grade.rs,
+//! and every known-wrong solution is well formed.
 //! (Whether each stub fails and each solution passes is checked by `.ci/run` with the grader.)
 
 use grader::catalog::{Catalog, Variant};
@@ -141,6 +143,23 @@ fn exercise_toml_scores_exactly_the_graded_tests() {
             ex.spec.tests.iter().all(|t| t.points > 0),
             "{}: a test worth 0 points",
             ex.id
+        );
+    }
+}
+
+#[test]
+fn known_wrong_solutions_are_well_formed() {
+    // `cargo grade --wrong` (CI) grades them; this checks, without building anything, that each
+    // names tests that exist and replaces only files students edit.
+    let catalog = repo();
+    let all: Vec<_> = catalog.exercises.iter().collect();
+    for variant in grader::wrong::discover(&catalog.root, &all).unwrap() {
+        assert!(
+            variant.problems.is_empty(),
+            "{} wrong/{}: {}",
+            variant.exercise,
+            variant.slug,
+            variant.problems.join("; ")
         );
     }
 }
