@@ -113,10 +113,6 @@ impl Report {
     /// the terminal, or to 140 columns in a file; test names are never split).
     pub fn table(&self, color: bool) -> String {
         let mut table = Table::new();
-        table
-            .load_preset(presets::UTF8_BORDERS_ONLY)
-            .set_content_arrangement(ContentArrangement::Dynamic)
-            .set_header(["exercise", "test", "points", "status", "message"]);
         if table.width().is_none() {
             table.set_width(140);
         }
@@ -135,7 +131,22 @@ impl Report {
                 .flat_map(|e| e.tests.iter())
                 .map(|t| t.status.label().len()),
         );
-        for (column, width) in [(0, 8), (1, name_width), (2, 6), (3, status_width.max(8))] {
+        let widths = [(0, 8), (1, name_width), (2, 6), (3, status_width.max(8))];
+        // On a narrow terminal the messages go below the table, whole, rather than into a
+        // column a few characters wide.
+        let fixed: usize = widths.iter().map(|(_, w)| w + 3).sum::<usize>() + 1;
+        let room = usize::from(table.width().unwrap_or(140)).saturating_sub(fixed);
+        let inline = room >= 30;
+        let mut below = Vec::new();
+        table
+            .load_preset(presets::UTF8_BORDERS_ONLY)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_header(if inline {
+                vec!["exercise", "test", "points", "status", "message"]
+            } else {
+                vec!["exercise", "test", "points", "status"]
+            });
+        for (column, width) in widths {
             if let Some(c) = table.column_mut(column) {
                 // The width includes the padding, one space each side.
                 c.set_constraint(ColumnConstraint::Absolute(Width::Fixed(width as u16 + 2)));
@@ -154,28 +165,47 @@ impl Report {
                         Color::Red
                     });
                 }
-                table.add_row(vec![
+                let mut row = vec![
                     Cell::new(label),
                     Cell::new(&t.name),
                     Cell::new(format!("{}/{}", t.points, t.max_points)),
                     status,
-                    Cell::new(table_message(&t.message)),
-                ]);
+                ];
+                if inline {
+                    row.push(Cell::new(table_message(&t.message)));
+                } else if !t.message.is_empty() {
+                    below.push(format!(
+                        "{} {}: {}",
+                        ex.id,
+                        t.name,
+                        table_message(&t.message)
+                    ));
+                }
+                table.add_row(row);
             }
             if !ex.modified_files.is_empty() {
-                table.add_row(vec![
+                let message = format!(
+                    "points withheld: {} (restore with git checkout)",
+                    ex.modified_files.join(", ")
+                );
+                let mut row = vec![
                     Cell::new(""),
                     Cell::new("integrity"),
                     Cell::new(format!("0/{}", ex.max_points)),
                     Cell::new("MODIFIED"),
-                    Cell::new(format!(
-                        "points withheld: {} (restore with git checkout)",
-                        ex.modified_files.join(", ")
-                    )),
-                ]);
+                ];
+                if inline {
+                    row.push(Cell::new(message));
+                } else {
+                    below.push(format!("{} integrity: {message}", ex.id));
+                }
+                table.add_row(row);
             }
         }
         let mut text = table.to_string();
+        for line in below {
+            text += &format!("\n{line}");
+        }
         if !self.ignored_files.is_empty() {
             text += &format!(
                 "\nIgnored, not graded (changed outside the files the exercises ask you to edit; only those were graded, in the teacher's tree):\n{}",
