@@ -1,5 +1,6 @@
 //! Grading only what a student was asked to edit: a *pristine tree* is a copy of the teacher's
-//! repository (its manifests, `.cargo/`, `crates/`, `exercises/`, `solutions/`, with the same
+//! repository (its manifests, `.cargo/`, `crates/`, `exercises/`, `solutions/`, `scripts/`,
+//! `configs/`, with the same
 //! layout, so the tests' relative `#[path]`s still resolve) into which only the files listed under
 //! `edit` in each `exercise.toml` are copied from the student's clone. Everything else the student
 //! changed (the library, tests, manifests, `.cargo/config.toml`, build scripts) is never compiled;
@@ -27,7 +28,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What a pristine tree copies from the teacher's repository (those that exist).
-const COPIED: [&str; 8] = [
+/// `scripts/` and `configs/` because tests use them (04-3 runs `scripts/check_onnx.py`).
+const COPIED: [&str; 10] = [
     "Cargo.toml",
     "Cargo.lock",
     "rust-toolchain",
@@ -36,6 +38,8 @@ const COPIED: [&str; 8] = [
     "crates",
     "exercises",
     "solutions",
+    "scripts",
+    "configs",
 ];
 
 /// The version an exercise crate gets in a pristine tree.
