@@ -132,7 +132,7 @@ fn renamed_manifest(path: &Path) -> Result<Vec<u8>> {
 
 /// The files of `dir` that matter: those Git tracks or would track (`git ls-files --cached
 /// --others --exclude-standard`) when `dir` is a Git work tree, else every file outside `target/`,
-/// `.git/` and hidden folders other than `.cargo/`.
+/// `.git/`, Python environments (`.venv/`, `venv/`) and editor settings (`.idea/`, `.vscode/`).
 pub fn list_files(dir: &Path) -> Result<BTreeSet<String>> {
     if dir.join(".git").exists() {
         let out = Command::new("git")
@@ -167,8 +167,10 @@ fn walk(root: &Path, dir: &Path, files: &mut BTreeSet<String>) -> Result<()> {
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
         if path.is_dir() {
-            let hidden = name.starts_with('.') && name != ".cargo";
-            if name != "target" && !hidden {
+            // What a clone without Git holds besides its sources: build output, Git's own
+            // folder, Python environments and editor settings.
+            let skip = ["target", ".git", ".venv", "venv", ".idea", ".vscode"];
+            if !skip.contains(&name.as_str()) {
                 walk(root, &path, files)?;
             }
         } else if let Ok(rel) = path.strip_prefix(root) {
