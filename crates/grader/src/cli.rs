@@ -1,9 +1,11 @@
 //! The `cargo grade` command line (see `exercises/README.md`): parsing, the grading loop, the
 //! table and reports, `--hint`, `--watch`, `--expect`.
 //!
-//! The binary itself is `crates/workbook-cli/src/bin/grade.rs`, which calls [`main`]: with a
-//! second package owning a binary, a plain `cargo run` at the root would no longer know which
-//! program is the main job.
+//! The binary is `src/bin/grade.rs` (`cargo grade` is an alias for
+//! `cargo run --quiet -p grader --bin grade --`). With `--root STUDENT_CLONE` (from inside the
+//! teacher's repository) a student's clone is graded in a pristine tree (see [`crate::pristine`]);
+//! `--class DIR` grades a folder of clones in parallel (see [`crate::class`]); `--wrong` grades
+//! the known-wrong solutions (see [`crate::wrong`]).
 //!
 //! ```no_run
 //! grader::cli::main(); // reads std::env::args and exits with the grade's status
@@ -12,10 +14,9 @@
 use crate::catalog::{find_root, Catalog, Exercise, Selection, Variant};
 use crate::report::write_atomically;
 use crate::runner::{self, ExerciseOutcome, RunOptions};
-use crate::{hints, integrity, Report};
+use crate::{class, hints, integrity, pristine, wrong, Report};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -58,9 +59,31 @@ struct Cli {
     /// Cargo features for the exercise crates, e.g. `cuda` to grade on a GPU.
     #[arg(long)]
     features: Option<String>,
-    /// The repository to grade [default: the one containing the current directory].
+    /// The repository to grade [default: the one containing the current directory]. Run from
+    /// inside another copy of the workbook (the teacher's), DIR is a student's clone: only the
+    /// files each exercise.toml lists under `edit` are taken from it and graded in a pristine
+    /// copy of the teacher's tree; every other change is listed as ignored, never compiled.
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
+    /// Grade every student's clone in DIR (one folder per student) in pristine trees, in
+    /// parallel; writes one report per student and a summary (CSV and JSON).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["root", "watch", "solutions", "wrong"])]
+    class: Option<PathBuf>,
+    /// With --class: students graded at the same time (their builds take turns).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    jobs: usize,
+    /// With --root or --class: the tree students started from [default: the repository
+    /// containing the current directory]. Its build artefacts are reused.
+    #[arg(long, value_name = "DIR")]
+    pristine: Option<PathBuf>,
+    /// With --class: where the per-student reports and the summary go [default:
+    /// target/grade/class].
+    #[arg(long, value_name = "DIR")]
+    reports: Option<PathBuf>,
+    /// Grade the known-wrong solutions (solutions/<chapter>/<exercise>/wrong/<slug>/): each must
+    /// fail every test its wrong.toml names. Writes target/grade/wrong.json.
+    #[arg(long, conflicts_with_all = ["watch", "solutions", "expect"])]
+    wrong: bool,
     /// For CI: `fail` checks every stub compiles and fails every test; `pass` checks full marks.
     #[arg(long, value_enum)]
     expect: Option<Expect>,
@@ -97,17 +120,48 @@ pub fn main() {
 }
 
 fn run(cli: Cli) -> Result<i32> {
-    let start = match &cli.root {
-        Some(r) => r.clone(),
-        None => std::env::current_dir().context("reading the current directory")?,
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let here = find_root(&cwd).ok().and_then(|r| r.canonicalize().ok());
+    let teacher = match &cli.pristine {
+        Some(p) => Some(
+            find_root(p)?
+                .canonicalize()
+                .context("resolving the pristine tree")?,
+        ),
+        None => here.clone(),
     };
-    let root = find_root(&start)?
-        .canonicalize()
-        .context("resolving the repository root")?;
-    let catalog = Catalog::load(&root)?;
-    if catalog.exercises.is_empty() {
-        bail!("no exercises under {}/exercises", root.display());
+    if let Some(dir) = &cli.class {
+        let teacher = teacher.context(
+            "--class needs the teacher's repository: run it inside one, or pass --pristine DIR",
+        )?;
+        let catalog = Catalog::load(&teacher)?;
+        let selected = catalog.select(&Selection::parse(&cli.selection))?;
+        let reports = cli
+            .reports
+            .clone()
+            .unwrap_or_else(|| teacher.join("target/grade/class"));
+        let options = base_options(&cli, Variant::Exercises)?;
+        return class::grade_class(&class::ClassJob {
+            catalog: &catalog,
+            selected: &selected,
+            class_dir: dir,
+            target: &target_dir(here.as_deref().unwrap_or(&teacher)),
+            jobs: cli.jobs.max(1),
+            reports: &reports,
+            options: &options,
+        });
     }
+    let root = match &cli.root {
+        Some(r) => find_root(r)?
+            .canonicalize()
+            .context("resolving the repository root")?,
+        None => here
+            .clone()
+            .ok_or_else(|| crate::GradeError::NoRoot(cwd.clone()))?,
+    };
+    // A student's clone graded from the teacher's repository: in a pristine tree.
+    let student_of = teacher.filter(|t| cli.root.is_some() && *t != root);
+    let catalog = Catalog::load(student_of.as_deref().unwrap_or(&root))?;
     if cli.update_checksums {
         let path = root.join("crates/grader/checksums.txt");
         let sums = integrity::compute(&catalog)?;
@@ -152,20 +206,33 @@ fn run(cli: Cli) -> Result<i32> {
         return Ok(0);
     }
 
-    let checksums = match &cli.checksums {
-        Some(p) => integrity::parse(
-            &std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
-        ),
-        None => integrity::parse(integrity::SHIPPED),
-    };
-    let options = RunOptions {
-        variant,
-        time_limit: cli.time_limit.map(Duration::from_secs),
-        features: cli.features.clone(),
-        checksums,
-    };
+    let options = base_options(&cli, variant)?;
+    if cli.wrong {
+        return wrong::run(&catalog, &selected, &options, &target_dir(&root));
+    }
     let (json_path, junit_path) = report_paths(&cli, &root, variant);
 
+    if let Some(teacher) = &student_of {
+        if cli.watch {
+            bail!("--watch grades your own repository; it cannot be combined with a student's clone (--root {})", root.display());
+        }
+        let slot = pristine::slot_dir(&target_dir(here.as_deref().unwrap_or(teacher)), "0");
+        let report = class::grade_student(&class::StudentJob {
+            catalog: &catalog,
+            selected: &selected,
+            student: &root,
+            slot: &slot,
+            target: &target_dir(here.as_deref().unwrap_or(teacher)),
+            options: &options,
+            build_lock: None,
+        })?;
+        publish_report(&root, &report, &json_path, &junit_path)?;
+        return Ok(exit_code(&report, cli.expect));
+    }
+
+    if variant == Variant::Exercises {
+        warn_about_changes(&root, &catalog);
+    }
     let mut outcomes = grade_each(&root, &selected, &options)?;
     let report = publish(&root, variant, &outcomes, &json_path, &junit_path)?;
     let mut code = exit_code(&report, cli.expect);
@@ -202,29 +269,66 @@ fn report_paths(cli: &Cli, root: &Path, variant: Variant) -> (PathBuf, PathBuf) 
     (json, junit)
 }
 
+/// The options every mode shares, from the command line.
+fn base_options(cli: &Cli, variant: Variant) -> Result<RunOptions> {
+    let checksums = match &cli.checksums {
+        Some(p) => integrity::parse(
+            &std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+        ),
+        None => integrity::parse(integrity::SHIPPED),
+    };
+    let mut options = RunOptions::new(variant, checksums);
+    options.time_limit = cli.time_limit.map(Duration::from_secs);
+    options.features = cli.features.clone();
+    Ok(options)
+}
+
+/// Cargo's target folder for `root`: `CARGO_TARGET_DIR` when set, else `root/target`.
+pub fn target_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            if dir.is_absolute() {
+                dir
+            } else {
+                std::env::current_dir().unwrap_or_default().join(dir)
+            }
+        }
+        None => root.join("target"),
+    }
+}
+
+/// A student's own run: warns about changes outside the files the exercises ask them to edit,
+/// which a teacher grading the clone ignores (see [`pristine::changed_since_upstream`]).
+fn warn_about_changes(root: &Path, catalog: &Catalog) {
+    let graded = pristine::edit_files(catalog);
+    let changed = pristine::changed_since_upstream(root, &graded);
+    if changed.is_empty() {
+        return;
+    }
+    let shown: Vec<&str> = changed.iter().take(8).map(String::as_str).collect();
+    let more = changed.len().saturating_sub(shown.len());
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "warning: you changed {}{more}; only the files each exercise asks you to edit (`edit` in its exercise.toml, e.g. {}) are graded when your teacher grades your clone: other changes are ignored, not compiled",
+        shown.join(", "),
+        graded.iter().next().map(String::as_str).unwrap_or("exercises/.../src/...")
+    );
+}
+
 fn grade_each(
     root: &Path,
     exercises: &[&Exercise],
     options: &RunOptions,
 ) -> crate::Result<Vec<ExerciseOutcome>> {
-    let bar = if std::io::stderr().is_terminal() {
-        ProgressBar::new(exercises.len() as u64)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} grading [{bar:20}] {pos}/{len} {msg}")
-            .expect("a valid template")
-            .progress_chars("#>-"),
-    );
-    bar.enable_steady_tick(Duration::from_millis(120));
     let mut outcomes = Vec::new();
     for exercise in exercises {
-        bar.set_message(format!("{} {}", exercise.id, exercise.spec.title));
         outcomes.push(runner::grade(root, exercise, options)?);
-        bar.inc(1);
     }
-    bar.finish_and_clear();
     Ok(outcomes)
 }
 
@@ -236,6 +340,11 @@ fn publish(
     junit_path: &Path,
 ) -> Result<Report> {
     let report = Report::new(variant, root, outcomes.to_vec());
+    publish_report(root, &report, json_path, junit_path)?;
+    Ok(report)
+}
+
+fn publish_report(root: &Path, report: &Report, json_path: &Path, junit_path: &Path) -> Result<()> {
     println!("{}", report.table(std::io::stdout().is_terminal()));
     println!("{}", report.summary());
     write_atomically(json_path, report.to_json().as_bytes())?;
@@ -247,7 +356,7 @@ fn publish(
         shown(root, junit_path)
     );
     println!("\n{}", report.next_steps());
-    Ok(report)
+    Ok(())
 }
 
 fn shown(root: &Path, path: &Path) -> String {

@@ -13,13 +13,17 @@
 //! ```
 
 pub mod catalog;
+pub mod class;
 pub mod cli;
 pub mod error;
 pub mod hints;
 pub mod integrity;
+pub mod pristine;
+pub mod progress;
 pub mod report;
 pub mod runner;
 pub mod watch;
+pub mod wrong;
 
 pub use catalog::{Catalog, Exercise, Variant};
 pub use error::{GradeError, Result};

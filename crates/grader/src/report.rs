@@ -10,7 +10,7 @@
 use crate::catalog::Variant;
 use crate::error::{GradeError, Result};
 use crate::runner::{ExerciseOutcome, Status};
-use comfy_table::{presets, Cell, Color, ContentArrangement, Table};
+use comfy_table::{presets, Cell, Color, ColumnConstraint, ContentArrangement, Table, Width};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::Path;
@@ -35,6 +35,10 @@ pub struct Report {
     pub total_tests: usize,
     /// One entry per exercise, in catalogue order.
     pub exercises: Vec<ExerciseOutcome>,
+    /// Files the student changed that are not graded (`--root` of a student's clone): they were
+    /// not compiled; the student's `edit` files were graded in the teacher's pristine tree.
+    #[serde(default)]
+    pub ignored_files: Vec<String>,
 }
 
 impl Report {
@@ -50,6 +54,7 @@ impl Report {
             passed_tests: tests.clone().filter(|t| t.status == Status::Passed).count(),
             total_tests: tests.count(),
             exercises,
+            ignored_files: Vec::new(),
         }
     }
 
@@ -70,6 +75,8 @@ impl Report {
             for t in &ex.tests {
                 let status = if t.status == Status::Passed {
                     TestCaseStatus::success()
+                } else if t.status == Status::NotRun {
+                    TestCaseStatus::skipped()
                 } else {
                     let mut s = TestCaseStatus::non_success(match t.status {
                         Status::Failed | Status::TimedOut | Status::Missing => {
@@ -102,14 +109,49 @@ impl Report {
         junit.to_string()
     }
 
-    /// The table: one row per test, with points and the failure's message.
+    /// The table: one row per test, with points and the failure's whole message (wrapped to
+    /// the terminal, or to 140 columns in a file; test names are never split).
     pub fn table(&self, color: bool) -> String {
         let mut table = Table::new();
+        if table.width().is_none() {
+            table.set_width(140);
+        }
+        let longest = |names: &mut dyn Iterator<Item = usize>| names.max().unwrap_or(4).max(4);
+        let name_width = longest(
+            &mut self
+                .exercises
+                .iter()
+                .flat_map(|e| e.tests.iter())
+                .map(|t| t.name.chars().count()),
+        );
+        let status_width = longest(
+            &mut self
+                .exercises
+                .iter()
+                .flat_map(|e| e.tests.iter())
+                .map(|t| t.status.label().len()),
+        );
+        let widths = [(0, 8), (1, name_width), (2, 6), (3, status_width.max(8))];
+        // On a narrow terminal the messages go below the table, whole, rather than into a
+        // column a few characters wide.
+        let fixed: usize = widths.iter().map(|(_, w)| w + 3).sum::<usize>() + 1;
+        let room = usize::from(table.width().unwrap_or(140)).saturating_sub(fixed);
+        let inline = room >= 30;
+        let mut below = Vec::new();
         table
             .load_preset(presets::UTF8_BORDERS_ONLY)
             .set_content_arrangement(ContentArrangement::Dynamic)
-            .set_width(140)
-            .set_header(["exercise", "test", "points", "status", "message"]);
+            .set_header(if inline {
+                vec!["exercise", "test", "points", "status", "message"]
+            } else {
+                vec!["exercise", "test", "points", "status"]
+            });
+        for (column, width) in widths {
+            if let Some(c) = table.column_mut(column) {
+                // The width includes the padding, one space each side.
+                c.set_constraint(ColumnConstraint::Absolute(Width::Fixed(width as u16 + 2)));
+            }
+        }
         for ex in &self.exercises {
             let mut first = true;
             for t in &ex.tests {
@@ -123,28 +165,54 @@ impl Report {
                         Color::Red
                     });
                 }
-                table.add_row(vec![
+                let mut row = vec![
                     Cell::new(label),
                     Cell::new(&t.name),
                     Cell::new(format!("{}/{}", t.points, t.max_points)),
                     status,
-                    Cell::new(clip(&first_line(&t.message), 90)),
-                ]);
+                ];
+                if inline {
+                    row.push(Cell::new(table_message(&t.message)));
+                } else if !t.message.is_empty() {
+                    below.push(format!(
+                        "{} {}: {}",
+                        ex.id,
+                        t.name,
+                        table_message(&t.message)
+                    ));
+                }
+                table.add_row(row);
             }
             if !ex.modified_files.is_empty() {
-                table.add_row(vec![
+                let message = format!(
+                    "points withheld: {} (restore with git checkout)",
+                    ex.modified_files.join(", ")
+                );
+                let mut row = vec![
                     Cell::new(""),
                     Cell::new("integrity"),
                     Cell::new(format!("0/{}", ex.max_points)),
                     Cell::new("MODIFIED"),
-                    Cell::new(format!(
-                        "points withheld: {} (restore with git checkout)",
-                        ex.modified_files.join(", ")
-                    )),
-                ]);
+                ];
+                if inline {
+                    row.push(Cell::new(message));
+                } else {
+                    below.push(format!("{} integrity: {message}", ex.id));
+                }
+                table.add_row(row);
             }
         }
-        table.to_string()
+        let mut text = table.to_string();
+        for line in below {
+            text += &format!("\n{line}");
+        }
+        if !self.ignored_files.is_empty() {
+            text += &format!(
+                "\nIgnored, not graded (changed outside the files the exercises ask you to edit; only those were graded, in the teacher's tree):\n{}",
+                indent(&self.ignored_files.join("\n"), "  ")
+            );
+        }
+        text
     }
 
     /// `12/40 points (30%) [######--------------]  3/13 exercises complete`.
@@ -230,6 +298,26 @@ fn first_line(text: &str) -> String {
         .find(|l| !l.is_empty() && !l.starts_with("thread '"))
         .unwrap_or_default()
         .to_string()
+}
+
+/// A test's message for the table: the panic's text first, then where it happened; the
+/// `thread '...' panicked at` boilerplate and blank lines dropped; nothing cut.
+fn table_message(message: &str) -> String {
+    let mut at = None;
+    let mut lines = Vec::new();
+    for line in message.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        match line.split_once(" panicked at ") {
+            Some((head, place)) if head.starts_with("thread '") => {
+                at = Some(place.trim_end_matches(':').to_string());
+            }
+            _ => lines.push(line.to_string()),
+        }
+    }
+    let mut text = lines.join("\n");
+    if let Some(place) = at {
+        text += &format!(" (at {place})");
+    }
+    text
 }
 
 fn clip(text: &str, max: usize) -> String {

@@ -16,10 +16,12 @@
 use crate::catalog::{Exercise, Variant};
 use crate::error::{GradeError, Result};
 use crate::integrity::{self, Checksums};
+use crate::progress::Progress;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wait_timeout::ChildExt;
 
@@ -39,6 +41,11 @@ pub enum Status {
     CompileError,
     /// The test is not in the test binary (deleted, renamed, or not wired into `src/lib.rs`).
     Missing,
+    /// The test process ended normally before the test finished (`std::process::exit` in the
+    /// code under test).
+    Exited,
+    /// Not run: `--wrong` runs only the tests a known-wrong solution must fail.
+    NotRun,
 }
 
 impl Status {
@@ -51,6 +58,8 @@ impl Status {
             Status::Crashed => "CRASH",
             Status::CompileError => "NO BUILD",
             Status::Missing => "MISSING",
+            Status::Exited => "EXITED",
+            Status::NotRun => "not run",
         }
     }
 }
@@ -120,6 +129,44 @@ pub struct RunOptions {
     pub features: Option<String>,
     /// The checksums graded files are compared with.
     pub checksums: Checksums,
+    /// Cargo's target folder for the build and the tests (`CARGO_TARGET_DIR`): the teacher's,
+    /// when a student's files are graded in a pristine tree. `None`: cargo's own choice.
+    pub target_dir: Option<PathBuf>,
+    /// Run only these graded tests (the others are reported as not run); `None`: all of them.
+    pub only_tests: Option<Vec<String>>,
+    /// Whether to compare the graded files with `checksums` (not in a pristine tree, whose files
+    /// are the teacher's by construction).
+    pub verify_integrity: bool,
+    /// What to print while building and running.
+    pub progress: Progress,
+    /// Copy the test binary here before running it (a pristine tree's build shares the
+    /// teacher's target folder, where the next build overwrites it).
+    pub binary_copy: Option<PathBuf>,
+    /// Files to write (absolute path, bytes) just before the build, under `build_lock`: a
+    /// student's edited files in a pristine tree (see `pristine`).
+    pub overlay: Vec<(PathBuf, Vec<u8>)>,
+    /// Held while writing `overlay`, building and copying the binary, when several pristine
+    /// trees share one target folder.
+    pub build_lock: Option<Arc<Mutex<()>>>,
+}
+
+impl RunOptions {
+    /// Options for grading `variant` in place with the shipped checksums.
+    pub fn new(variant: Variant, checksums: Checksums) -> Self {
+        Self {
+            variant,
+            time_limit: None,
+            features: None,
+            checksums,
+            target_dir: None,
+            only_tests: None,
+            verify_integrity: true,
+            progress: Progress::live(),
+            binary_copy: None,
+            overlay: Vec::new(),
+            build_lock: None,
+        }
+    }
 }
 
 /// Compiles and grades one exercise. Never fails because of the student's code: compile errors,
@@ -128,8 +175,37 @@ pub struct RunOptions {
 pub fn grade(root: &Path, exercise: &Exercise, options: &RunOptions) -> Result<ExerciseOutcome> {
     let started = Instant::now();
     let package = exercise.package(root, options.variant)?;
-    let modified_files = integrity::verify(root, exercise, &options.checksums)?;
-    let build = build(root, &package, options.features.as_deref())?;
+    let modified_files = if options.verify_integrity {
+        integrity::verify(root, exercise, &options.checksums)?
+    } else {
+        Vec::new()
+    };
+    options.progress.header(exercise);
+    let guard = options
+        .build_lock
+        .as_ref()
+        .map(|l| l.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+    for (path, bytes) in &options.overlay {
+        // Written now, after any earlier build: Cargo sees a newer file and rebuilds.
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| GradeError::io(dir, e))?;
+        }
+        std::fs::write(path, bytes).map_err(|e| GradeError::io(path, e))?;
+    }
+    let build = match build(root, &package, options)? {
+        Build::Built(binary) => match &options.binary_copy {
+            Some(copy) => {
+                if let Some(dir) = copy.parent() {
+                    std::fs::create_dir_all(dir).map_err(|e| GradeError::io(dir, e))?;
+                }
+                std::fs::copy(&binary, copy).map_err(|e| GradeError::io(copy, e))?;
+                Build::Built(copy.clone())
+            }
+            None => Build::Built(binary),
+        },
+        failed => failed,
+    };
+    drop(guard);
     let limit = options
         .time_limit
         .unwrap_or(Duration::from_secs(exercise.time_limit_secs()));
@@ -150,14 +226,31 @@ pub fn grade(root: &Path, exercise: &Exercise, options: &RunOptions) -> Result<E
                     duration_ms: 0,
                 });
             }
+            options.progress.compile_failed(exercise, &first);
             compile_error = Some(errors);
         }
         Build::Built(binary) => {
-            let listed = list_tests(&binary, &crate_dir, &package)?;
+            let env = TestEnv {
+                binary: &binary,
+                crate_dir: &crate_dir,
+                package: &package,
+                target_dir: options.target_dir.as_deref(),
+            };
+            let listed = list_tests(&env)?;
             for spec in &exercise.spec.tests {
                 let full = format!("grade::{}", spec.name);
-                let outcome = if listed.contains(&full) {
-                    run_test(&binary, &crate_dir, &package, &full, limit)?
+                let wanted = options
+                    .only_tests
+                    .as_ref()
+                    .is_none_or(|only| only.contains(&spec.name));
+                let outcome = if !wanted {
+                    (
+                        Status::NotRun,
+                        "not run (only the named tests were)".into(),
+                        0,
+                    )
+                } else if listed.contains(&full) {
+                    run_test(&env, &full, limit, &options.progress)?
                 } else {
                     (
                         Status::Missing,
@@ -168,6 +261,11 @@ pub fn grade(root: &Path, exercise: &Exercise, options: &RunOptions) -> Result<E
                     )
                 };
                 let (status, message, duration_ms) = outcome;
+                if status != Status::NotRun {
+                    options
+                        .progress
+                        .test_done(&spec.name, status, spec.points, duration_ms);
+                }
                 tests.push(TestOutcome {
                     name: spec.name.clone(),
                     points: if status == Status::Passed {
@@ -209,10 +307,52 @@ enum Build {
     Failed(String),
 }
 
-/// The test binary of `package`'s library, or every compiler error.
-fn build(root: &Path, package: &str, features: Option<&str>) -> Result<Build> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
+/// Removes what `cargo run` sets for the program it runs (the grader's own package name,
+/// manifest folder, `OUT_DIR`, ...) from an inner cargo's environment. Build scripts that declare
+/// `rerun-if-env-changed` on such a variable (ring does) would otherwise see it change between
+/// `cargo grade` and a plain `cargo build`, and rebuild, with everything that depends on them, on
+/// every grade. What the user set (`CARGO_HOME`, `CARGO_TARGET_DIR`, `CARGO_BUILD_*`,
+/// `CARGO_PROFILE_*`, `RUSTFLAGS`, ...) is kept.
+pub fn clean_cargo_env(cmd: &mut Command) {
+    for (key, _) in std::env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        if set_by_cargo_run(key) {
+            cmd.env_remove(key);
+        }
+    }
+}
+
+/// Whether `cargo run` sets `key` for the program it runs (see the Cargo book, "Environment
+/// variables Cargo sets for crates").
+pub fn set_by_cargo_run(key: &str) -> bool {
+    key.starts_with("CARGO_PKG_")
+        || key.starts_with("CARGO_BIN_EXE_")
+        || matches!(
+            key,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_MANIFEST_LINKS"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "CARGO_RUSTC_CURRENT_DIR"
+                | "OUT_DIR"
+        )
+}
+
+/// The cargo that runs the grader (`CARGO`), or the one on the `PATH`.
+fn cargo() -> Command {
+    let program = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(program);
+    clean_cargo_env(&mut cmd);
+    cmd
+}
+
+/// The test binary of `package`'s library, or every compiler error. Cargo's own progress
+/// (`Compiling ...`, its progress bar on a terminal) is shown as it happens.
+fn build(root: &Path, package: &str, options: &RunOptions) -> Result<Build> {
+    let mut cmd = cargo();
     cmd.current_dir(root)
         .args([
             "test",
@@ -222,15 +362,40 @@ fn build(root: &Path, package: &str, features: Option<&str>) -> Result<Build> {
             "--package",
         ])
         .arg(package);
-    if let Some(f) = features {
+    if let Some(f) = &options.features {
         cmd.args(["--features", f]);
     }
-    let out = cmd
+    if let Some(dir) = &options.target_dir {
+        cmd.env("CARGO_TARGET_DIR", dir);
+    }
+    let tty = options.progress.cargo_progress_bar();
+    if let Some(width) = tty {
+        // Cargo draws its bar only on a terminal; its stderr is our pipe, which we copy to the
+        // terminal, so ask for the bar explicitly.
+        cmd.env("CARGO_TERM_PROGRESS_WHEN", "always")
+            .env("CARGO_TERM_PROGRESS_WIDTH", width.to_string());
+    }
+    let mut child = cmd
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .stdout(Stdio::piped())
-        .output()
+        .spawn()
         .map_err(GradeError::Cargo)?;
+    let stderr_pipe = child.stderr.take();
+    let show = options.progress.shows_cargo();
+    let stderr = std::thread::spawn(move || {
+        let mut copy = Vec::new();
+        if let Some(pipe) = stderr_pipe {
+            forward_cargo_stderr(pipe, show, tty.is_some(), &mut copy);
+        }
+        String::from_utf8_lossy(&copy).into_owned()
+    });
+    let mut stdout = String::new();
+    if let Some(mut pipe) = child.stdout.take() {
+        let _ = pipe.read_to_string(&mut stdout);
+    }
+    let status = child.wait().map_err(GradeError::Cargo)?;
+    let stderr = stderr.join().unwrap_or_default();
     #[derive(Deserialize)]
     struct Line {
         reason: String,
@@ -252,7 +417,7 @@ fn build(root: &Path, package: &str, features: Option<&str>) -> Result<Build> {
     }
     let mut binary = None;
     let mut errors = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in stdout.lines() {
         let Ok(line) = serde_json::from_str::<Line>(line) else {
             continue;
         };
@@ -271,14 +436,62 @@ fn build(root: &Path, package: &str, features: Option<&str>) -> Result<Build> {
         }
     }
     match binary {
-        Some(b) if out.status.success() => Ok(Build::Built(b)),
+        Some(b) if status.success() => Ok(Build::Built(b)),
         _ => {
             if errors.is_empty() {
                 // Not a compiler diagnostic (a bad manifest, a missing package): cargo's stderr.
-                errors.push(String::from_utf8_lossy(&out.stderr).trim().to_string());
+                errors.push(stderr.trim().to_string());
             }
             Ok(Build::Failed(errors.join("\n")))
         }
+    }
+}
+
+/// Copies cargo's stderr to ours as it comes (when `show`), keeping a copy in `copy`. Lines that
+/// say nothing new on every grade (`Finished`, `Executable`, `Fresh`) are not shown. On a
+/// terminal each line first clears the one cargo's progress bar drew.
+fn forward_cargo_stderr(mut pipe: impl Read, show: bool, tty: bool, copy: &mut Vec<u8>) {
+    use std::io::Write;
+    let mut buf = [0u8; 4096];
+    let mut pending: Vec<u8> = Vec::new();
+    let mut drew_bar = false;
+    loop {
+        let n = match pipe.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        copy.extend_from_slice(&buf[..n]);
+        if !show {
+            continue;
+        }
+        pending.extend_from_slice(&buf[..n]);
+        let mut err = std::io::stderr().lock();
+        while let Some(end) = pending.iter().position(|&b| b == b'\n' || b == b'\r') {
+            let segment: Vec<u8> = pending.drain(..=end).collect();
+            let newline = segment[end] == b'\n';
+            let text = String::from_utf8_lossy(&segment[..end]);
+            let word = text.trim_start();
+            let quiet = word.is_empty()
+                || ["Finished", "Executable", "Fresh", "Blocking"]
+                    .iter()
+                    .any(|w| word.starts_with(w));
+            if quiet && (newline || word.is_empty()) {
+                continue;
+            }
+            if tty {
+                let _ = write!(err, "\r\x1b[2K{text}");
+                drew_bar = !newline;
+                if newline {
+                    let _ = writeln!(err);
+                }
+            } else if newline {
+                let _ = writeln!(err, "{text}");
+            }
+        }
+        let _ = err.flush();
+    }
+    if drew_bar {
+        eprint!("\r\x1b[2K");
     }
 }
 
@@ -292,23 +505,39 @@ fn first_error(errors: &str) -> String {
     }
 }
 
-/// A command running the test binary as `cargo test` would: in the crate's folder, with the
-/// crate's `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME` (the grader itself runs under `cargo run`,
-/// whose values for the grader's own package it would otherwise pass on).
-fn test_command(binary: &Path, crate_dir: &Path, package: &str) -> Command {
-    let mut cmd = Command::new(binary);
-    cmd.current_dir(crate_dir)
-        .env("CARGO_MANIFEST_DIR", crate_dir)
-        .env("CARGO_PKG_NAME", package);
-    cmd
+/// Where and how a test binary runs.
+struct TestEnv<'a> {
+    binary: &'a Path,
+    crate_dir: &'a Path,
+    package: &'a str,
+    target_dir: Option<&'a Path>,
 }
 
-fn list_tests(binary: &Path, crate_dir: &Path, package: &str) -> Result<Vec<String>> {
-    let out = test_command(binary, crate_dir, package)
+impl TestEnv<'_> {
+    /// A command running the test binary as `cargo test` would: in the crate's folder, with the
+    /// crate's `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME`, and none of the values `cargo run` set
+    /// for the grader's own package.
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(self.binary);
+        clean_cargo_env(&mut cmd);
+        cmd.current_dir(self.crate_dir)
+            .env("CARGO_MANIFEST_DIR", self.crate_dir)
+            .env("CARGO_PKG_NAME", self.package);
+        if let Some(dir) = self.target_dir {
+            // Tests that build programs themselves (trybuild) reuse the same artefacts.
+            cmd.env("CARGO_TARGET_DIR", dir);
+        }
+        cmd
+    }
+}
+
+fn list_tests(env: &TestEnv) -> Result<Vec<String>> {
+    let out = env
+        .command()
         .args(["--list", "--format", "terse"])
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| GradeError::io(binary, e))?;
+        .map_err(|e| GradeError::io(env.binary, e))?;
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.strip_suffix(": test"))
@@ -316,23 +545,26 @@ fn list_tests(binary: &Path, crate_dir: &Path, package: &str) -> Result<Vec<Stri
         .collect())
 }
 
+/// After this long a running test is announced, with its time limit.
+const ANNOUNCE_AFTER: Duration = Duration::from_secs(3);
+
 /// Runs one test alone under `limit`: (status, message, milliseconds).
 fn run_test(
-    binary: &Path,
-    crate_dir: &Path,
-    package: &str,
+    env: &TestEnv,
     name: &str,
     limit: Duration,
+    progress: &Progress,
 ) -> Result<(Status, String, u64)> {
     let started = Instant::now();
-    let mut child = test_command(binary, crate_dir, package)
+    let mut child = env
+        .command()
         .args([name, "--exact", "--test-threads", "1"])
         .env("RUST_BACKTRACE", "0")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| GradeError::io(binary, e))?;
+        .map_err(|e| GradeError::io(env.binary, e))?;
     // Drain both pipes on threads: a chatty test must not block on a full pipe while we wait.
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
@@ -357,9 +589,16 @@ fn run_test(
             .take()
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
     );
-    let waited = child
-        .wait_timeout(limit)
-        .map_err(|e| GradeError::io(binary, e))?;
+    let first = ANNOUNCE_AFTER.min(limit);
+    let mut waited = child
+        .wait_timeout(first)
+        .map_err(|e| GradeError::io(env.binary, e))?;
+    if waited.is_none() && limit > first {
+        progress.still_running(name.trim_start_matches("grade::"), first, limit);
+        waited = child
+            .wait_timeout(limit - first)
+            .map_err(|e| GradeError::io(env.binary, e))?;
+    }
     let status = match waited {
         Some(s) => s,
         None => {
@@ -379,24 +618,54 @@ fn run_test(
     let ms = started.elapsed().as_millis() as u64;
     let stdout = stdout.join().unwrap_or_default();
     let stderr = stderr.join().unwrap_or_default();
-    if status.success() {
-        return Ok(if stdout.contains("1 passed") {
+    Ok(classify(status, &stdout, &stderr, name, ms))
+}
+
+/// What a finished test process's exit status and output mean.
+fn classify(
+    status: std::process::ExitStatus,
+    stdout: &str,
+    stderr: &str,
+    name: &str,
+    ms: u64,
+) -> (Status, String, u64) {
+    // libtest prints `test result:` once the test is over; without it the process ended early.
+    let finished = stdout.contains("test result:");
+    if status.success() && finished {
+        return if stdout.contains("1 passed") {
             (Status::Passed, String::new(), ms)
         } else {
             (Status::Missing, format!("{name} did not run"), ms)
-        });
+        };
     }
     if stdout.contains(&format!("---- {name} stdout ----")) {
-        return Ok((Status::Failed, failure_message(&stdout, name), ms));
+        return (Status::Failed, failure_message(stdout, name), ms);
     }
     let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
     let tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
-    let message = if tail.trim().is_empty() {
-        format!("the test process died ({status}) without a panic message: an abort, a stack overflow, or a crash in native code")
+    let tail = tail.trim();
+    let said = if tail.is_empty() {
+        String::new()
     } else {
-        format!("the test process died ({status}): {}", tail.trim())
+        format!("; it printed: {tail}")
     };
-    Ok((Status::Crashed, message, ms))
+    if let Some(code) = status.code() {
+        // A normal exit, but before libtest could report the test: the code under test ended the
+        // process itself.
+        return (
+            Status::Exited,
+            format!(
+                "the test process ended (exit code {code}) before the test finished: your code may have called std::process::exit or abort{said}"
+            ),
+            ms,
+        );
+    }
+    let message = if tail.is_empty() {
+        format!("the test process died ({status}) before the test finished, without a panic message: your code may have called abort, overflowed its stack, or crashed in native code")
+    } else {
+        format!("the test process died ({status}) before the test finished: {tail}")
+    };
+    (Status::Crashed, message, ms)
 }
 
 /// The failure text libtest printed for `name`, without its boilerplate.

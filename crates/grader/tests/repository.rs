@@ -1,5 +1,7 @@
 //! The shipped exercises are consistent: checksums are fresh, every exercise mirrors its
-//! solution file for file, and exercise.toml scores exactly the tests in tests/grade.rs.
+//! solution file for file (`src/` and `Cargo.toml`; a solution's `wrong/` folder of known-wrong
+//! variants is not part of the mirror), exercise.toml scores exactly the tests in tests/grade.rs,
+//! and every known-wrong solution is well formed.
 //! (Whether each stub fails and each solution passes is checked by `.ci/run` with the grader.)
 
 use grader::catalog::{Catalog, Variant};
@@ -143,4 +145,104 @@ fn exercise_toml_scores_exactly_the_graded_tests() {
             ex.id
         );
     }
+}
+
+#[test]
+fn known_wrong_solutions_are_well_formed() {
+    // `cargo grade --wrong` (CI) grades them; this checks, without building anything, that each
+    // names tests that exist and replaces only files students edit.
+    let catalog = repo();
+    let all: Vec<_> = catalog.exercises.iter().collect();
+    for variant in grader::wrong::discover(&catalog.root, &all).unwrap() {
+        assert!(
+            variant.problems.is_empty(),
+            "{} wrong/{}: {}",
+            variant.exercise,
+            variant.slug,
+            variant.problems.join("; ")
+        );
+    }
+}
+
+/// Copies a repository without `target/` and `.git/`, as a student's clone of it.
+fn copy_clone(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == "target" || name == ".git" {
+            continue;
+        }
+        let (src, dst) = (entry.path(), to.join(&name));
+        if src.is_dir() {
+            copy_clone(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// The scenario on this repository: bob makes the library's `forward_graph` move the
+/// graph itself instead of solving 01-1; graded from the teacher's tree he gets 0 and the change
+/// is listed. Ignored by default: it builds exercise 01-1 (seconds once the library is built,
+/// minutes on a fresh clone). Run with `cargo test -p grader --test repository -- --ignored`.
+#[test]
+#[ignore = "builds exercise 01-1 against the workbook library"]
+fn a_student_who_edits_the_library_gets_nothing_for_it() {
+    let catalog = repo();
+    let root = &catalog.root;
+    let class = tempfile::tempdir().unwrap();
+    let (alice, bob) = (class.path().join("alice"), class.path().join("bob"));
+    copy_clone(root, &alice);
+    copy_clone(root, &bob);
+    let file = "01-device-management/1-fix-the-mismatch/src/fix_the_mismatch.rs";
+    std::fs::copy(
+        root.join("solutions").join(file),
+        alice.join("exercises").join(file),
+    )
+    .unwrap();
+    let model = bob.join("crates/workbook/src/model.rs");
+    let text = std::fs::read_to_string(&model).unwrap();
+    let checked = "graph.check_on(\"model parameters\", self.placement())?;";
+    assert!(text.contains(checked), "model.rs changed: update this test");
+    std::fs::write(
+        &model,
+        text.replace(checked, "let graph = graph.to_device(self.placement())?;"),
+    )
+    .unwrap();
+    let reports = class.path().join("reports");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_grade"))
+        .current_dir(root)
+        .arg("--class")
+        .arg(class.path())
+        .arg("--reports")
+        .arg(&reports)
+        .arg("01-1")
+        .output()
+        .unwrap();
+    let shown = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(reports.join("summary.json")).unwrap())
+            .unwrap();
+    let row = |name: &str| {
+        summary["students"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["student"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row("alice")["points"]["01-1"], 5, "{shown}");
+    assert_eq!(row("bob")["points"]["01-1"], 0, "{shown}");
+    assert_eq!(
+        row("bob")["ignored_files"][0],
+        "crates/workbook/src/model.rs: modified",
+        "{shown}"
+    );
 }

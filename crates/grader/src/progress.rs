@@ -1,0 +1,99 @@
+//! What the grader prints while it works, on stderr, so that a long first build or a slow test
+//! never looks like a hang: cargo's own progress (its bar on a terminal, `Compiling ...` lines
+//! otherwise), each test's result as it finishes, and a test that runs long announced with its
+//! time limit. The table and the summary come at the end, on stdout.
+//!
+//! ```
+//! use grader::progress::Progress;
+//! let quiet = Progress::Quiet;
+//! assert!(!quiet.shows_cargo());
+//! assert!(Progress::live().shows_cargo());
+//! ```
+
+use crate::catalog::Exercise;
+use crate::runner::Status;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+/// How much to show while grading.
+#[derive(Clone, Debug)]
+pub enum Progress {
+    /// Everything, as it happens (one student, in a terminal or a CI log).
+    Live {
+        /// Whether stderr is a terminal: cargo's progress bar, colours.
+        tty: bool,
+        /// Put before every line (`alice: `), empty for a student's own run.
+        prefix: String,
+    },
+    /// Nothing: a class is graded in parallel and prints one line per student instead.
+    Quiet,
+}
+
+impl Progress {
+    /// Live progress on this process's stderr.
+    pub fn live() -> Self {
+        Progress::Live {
+            tty: std::io::stderr().is_terminal(),
+            prefix: String::new(),
+        }
+    }
+
+    /// Whether cargo's output is copied to stderr.
+    pub fn shows_cargo(&self) -> bool {
+        matches!(self, Progress::Live { .. })
+    }
+
+    /// The width for cargo's progress bar, when stderr is a terminal.
+    pub fn cargo_progress_bar(&self) -> Option<usize> {
+        match self {
+            Progress::Live { tty: true, .. } => Some(
+                comfy_table::Table::new()
+                    .width()
+                    .map_or(80, usize::from)
+                    .max(40),
+            ),
+            _ => None,
+        }
+    }
+
+    fn line(&self, text: &str) {
+        if let Progress::Live { prefix, .. } = self {
+            eprintln!("{prefix}{text}");
+        }
+    }
+
+    /// `grading 01-1 Fix the mismatch`, before its build starts.
+    pub fn header(&self, exercise: &Exercise) {
+        self.line(&format!(
+            "grading {} {} (building; the first build of an exercise takes a while)",
+            exercise.id, exercise.spec.title
+        ));
+    }
+
+    /// The build failed.
+    pub fn compile_failed(&self, exercise: &Exercise, first_error: &str) {
+        self.line(&format!(
+            "  {} does not compile: {first_error}",
+            exercise.id
+        ));
+    }
+
+    /// A test is still running after `after`; it is killed at `limit`.
+    pub fn still_running(&self, name: &str, after: Duration, limit: Duration) {
+        self.line(&format!(
+            "  ...   {name} still running after {} s; the time limit of {} s is counting",
+            after.as_secs(),
+            limit.as_secs()
+        ));
+    }
+
+    /// A test finished.
+    pub fn test_done(&self, name: &str, status: Status, points: u32, ms: u64) {
+        let earned = if status == Status::Passed { points } else { 0 };
+        self.line(&format!(
+            "  {:<8} {earned}/{points}  {name} ({:.1} s)",
+            status.label(),
+            ms as f64 / 1000.0
+        ));
+    }
+}

@@ -1,0 +1,387 @@
+//! Known-wrong solutions, graded: the mistakes students make, kept beside each reference
+//! solution, each of which the graded tests must catch.
+//!
+//! A variant is a folder `solutions/<chapter>/<exercise>/wrong/<slug>/` with a `wrong.toml`
+//!
+//! ```toml
+//! why = "copies the graph even when it is already on the device"
+//! must_fail = ["copies_the_graph_only_when_it_is_elsewhere"]
+//! ```
+//!
+//! and replacement files at paths relative to the exercise crate (`src/fix_the_mismatch.rs`),
+//! each listed under `edit` in the exercise's `exercise.toml`. `cargo grade --wrong` grades the
+//! exercise as a student would have it, the reference solution with exactly those files
+//! replaced, in a pristine tree ([`crate::pristine`]; the working tree is never modified), and
+//! checks that every `must_fail` test fails. A variant that does not compile fails nothing: it is
+//! an error, as are an empty `must_fail`, a file not in `edit` and an unknown test name.
+//!
+//! ```
+//! let spec: grader::wrong::WrongSpec =
+//!     toml::from_str("why = \"no-op\"\nmust_fail = [\"adds\"]\n").unwrap();
+//! assert_eq!(spec.must_fail, ["adds"]);
+//! ```
+
+use crate::catalog::{Catalog, Exercise, Variant};
+use crate::error::{GradeError, Result};
+use crate::pristine;
+use crate::report::write_atomically;
+use crate::runner::{self, RunOptions, Status};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// `wrong.toml`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WrongSpec {
+    /// The mistake, in one line.
+    pub why: String,
+    /// Graded tests that must fail on it.
+    pub must_fail: Vec<String>,
+}
+
+/// A known-wrong solution found on disk.
+#[derive(Clone, Debug)]
+pub struct WrongVariant {
+    /// The exercise's id (`01-1`).
+    pub exercise: String,
+    /// The folder name under `wrong/`.
+    pub slug: String,
+    /// Its folder.
+    pub dir: PathBuf,
+    /// Its `wrong.toml`, when it parsed.
+    pub spec: Option<WrongSpec>,
+    /// Replacement files, relative to the exercise crate, `/`-separated.
+    pub files: Vec<String>,
+    /// What is wrong with the variant itself (an empty `must_fail`, a file not in `edit`, an
+    /// unknown test, a `wrong.toml` that does not parse); empty when it can be graded.
+    pub problems: Vec<String>,
+}
+
+/// Every variant of `exercises` (those of `solutions/<path>/wrong/*/`), checked for problems.
+pub fn discover(root: &Path, exercises: &[&Exercise]) -> Result<Vec<WrongVariant>> {
+    let mut found = Vec::new();
+    for exercise in exercises {
+        let base = exercise.dir(root, Variant::Solutions).join("wrong");
+        let Ok(entries) = std::fs::read_dir(&base) else {
+            continue;
+        };
+        let mut dirs: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_dir())
+            .collect();
+        dirs.sort();
+        for dir in dirs {
+            found.push(check(exercise, &dir)?);
+        }
+    }
+    Ok(found)
+}
+
+fn check(exercise: &Exercise, dir: &Path) -> Result<WrongVariant> {
+    let slug = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut problems = Vec::new();
+    let toml_path = dir.join("wrong.toml");
+    let spec = match std::fs::read_to_string(&toml_path) {
+        Err(e) => {
+            problems.push(format!("{}: {e}", toml_path.display()));
+            None
+        }
+        Ok(text) => match toml::from_str::<WrongSpec>(&text) {
+            Err(e) => {
+                problems.push(format!("{}: {e}", toml_path.display()));
+                None
+            }
+            Ok(spec) => Some(spec),
+        },
+    };
+    if let Some(spec) = &spec {
+        if spec.must_fail.is_empty() {
+            problems.push("must_fail is empty: name the tests this mistake must fail".into());
+        }
+        for name in &spec.must_fail {
+            if !exercise.spec.tests.iter().any(|t| &t.name == name) {
+                problems.push(format!(
+                    "must_fail names {name}, which is not a graded test of {} (exercise.toml)",
+                    exercise.id
+                ));
+            }
+        }
+    }
+    let mut files = Vec::new();
+    collect(dir, dir, &mut files)?;
+    files.retain(|f| f != "wrong.toml");
+    if files.is_empty() {
+        problems
+            .push("no replacement files: add the wrong version of a file the student edits".into());
+    }
+    for file in &files {
+        if !exercise.spec.edit.contains(file) {
+            problems.push(format!(
+                "{file} is not a file students edit (edit = {:?} in exercise.toml)",
+                exercise.spec.edit
+            ));
+        }
+    }
+    Ok(WrongVariant {
+        exercise: exercise.id.clone(),
+        slug,
+        dir: dir.to_path_buf(),
+        spec,
+        files,
+        problems,
+    })
+}
+
+fn collect(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
+    for entry in std::fs::read_dir(dir).map_err(|e| GradeError::io(dir, e))? {
+        let path = entry.map_err(|e| GradeError::io(dir, e))?.path();
+        if path.is_dir() {
+            collect(base, &path, out)?;
+        } else if let Ok(rel) = path.strip_prefix(base) {
+            out.push(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+    out.sort();
+    Ok(())
+}
+
+/// One `must_fail` test's result.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MustFail {
+    /// The test.
+    pub name: String,
+    /// How it ended on the variant (`failed`, `timed_out`, ... is what is wanted).
+    pub status: Option<Status>,
+}
+
+/// One variant's result, as in `target/grade/wrong.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WrongOutcome {
+    /// `01-1`.
+    pub exercise: String,
+    /// The variant's folder name.
+    pub variant: String,
+    /// The mistake.
+    pub why: String,
+    /// The tests it must fail, with their results.
+    pub must_fail: Vec<MustFail>,
+    /// Other graded tests that failed on it too.
+    pub other_tests_lost: Vec<String>,
+    /// Points the variant scored, of how many.
+    pub points: u32,
+    /// Points available.
+    pub max_points: u32,
+    /// It failed every test it names.
+    pub caught: bool,
+    /// Why it could not be graded properly (a problem with the variant, a compile error).
+    pub error: Option<String>,
+}
+
+/// Grades every variant of `selected` and prints the table; exit status 0 iff every variant
+/// fails every test it names.
+pub fn run(
+    catalog: &Catalog,
+    selected: &[&Exercise],
+    options: &RunOptions,
+    target: &Path,
+) -> anyhow::Result<i32> {
+    let root = &catalog.root;
+    let variants = discover(root, selected)?;
+    if variants.is_empty() {
+        println!("no known-wrong solutions (solutions/<chapter>/<exercise>/wrong/<slug>/wrong.toml) for the selected exercises");
+        return Ok(0);
+    }
+    let slot = pristine::slot_dir(target, "wrong");
+    pristine::sync(root, &slot)?;
+    let mut outcomes = Vec::new();
+    for variant in &variants {
+        let exercise = selected
+            .iter()
+            .find(|e| e.id == variant.exercise)
+            .expect("discovered from the selection");
+        outcomes.push(grade_variant(
+            root, &slot, target, exercise, variant, options,
+        )?);
+    }
+    let json = serde_json::to_string_pretty(&outcomes)? + "\n";
+    let path = root.join("target/grade/wrong.json");
+    write_atomically(&path, json.as_bytes())?;
+    println!("{}", table(&outcomes));
+    let caught = outcomes.iter().filter(|o| o.caught).count();
+    println!(
+        "{caught}/{} known-wrong solutions fail every test they name; report: target/grade/wrong.json",
+        outcomes.len()
+    );
+    Ok(i32::from(caught != outcomes.len()))
+}
+
+fn grade_variant(
+    root: &Path,
+    slot: &Path,
+    target: &Path,
+    exercise: &Exercise,
+    variant: &WrongVariant,
+    options: &RunOptions,
+) -> anyhow::Result<WrongOutcome> {
+    let why = variant
+        .spec
+        .as_ref()
+        .map(|s| s.why.clone())
+        .unwrap_or_default();
+    let names = variant
+        .spec
+        .as_ref()
+        .map(|s| s.must_fail.clone())
+        .unwrap_or_default();
+    if !variant.problems.is_empty() {
+        return Ok(WrongOutcome {
+            exercise: variant.exercise.clone(),
+            variant: variant.slug.clone(),
+            why,
+            must_fail: names
+                .into_iter()
+                .map(|name| MustFail { name, status: None })
+                .collect(),
+            other_tests_lost: Vec::new(),
+            points: 0,
+            max_points: exercise.max_points(),
+            caught: false,
+            error: Some(variant.problems.join("; ")),
+        });
+    }
+    // The student's crate: the reference solution's edited files, then the variant's.
+    let mut overlay = Vec::new();
+    for file in &exercise.spec.edit {
+        let source = if variant.files.contains(file) {
+            variant.dir.join(file)
+        } else {
+            exercise.dir(root, Variant::Solutions).join(file)
+        };
+        let bytes = std::fs::read(&source).map_err(|e| GradeError::io(&source, e))?;
+        overlay.push((
+            slot.join("exercises").join(&exercise.path).join(file),
+            bytes,
+        ));
+    }
+    let mut opts = options.clone();
+    opts.variant = Variant::Exercises;
+    opts.target_dir = Some(target.to_path_buf());
+    opts.verify_integrity = false;
+    opts.binary_copy = None;
+    opts.overlay = overlay;
+    if let crate::progress::Progress::Live { prefix, .. } = &mut opts.progress {
+        *prefix = format!("[{} {}] ", variant.exercise, variant.slug);
+    }
+    let outcome = runner::grade(slot, exercise, &opts)?;
+    let status_of = |name: &str| {
+        outcome
+            .tests
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.status)
+    };
+    let must_fail: Vec<MustFail> = names
+        .iter()
+        .map(|name| MustFail {
+            name: name.clone(),
+            status: status_of(name),
+        })
+        .collect();
+    let other_tests_lost = outcome
+        .tests
+        .iter()
+        .filter(|t| !names.contains(&t.name) && t.status != Status::Passed)
+        .map(|t| t.name.clone())
+        .collect();
+    let error = if let Some(e) = &outcome.compile_error {
+        Some(format!(
+            "does not compile, so it fails nothing: {}",
+            e.lines().find(|l| !l.trim().is_empty()).unwrap_or_default()
+        ))
+    } else {
+        must_fail
+            .iter()
+            .find(|m| m.status == Some(Status::Missing))
+            .map(|m| format!("{} is not in the test binary", m.name))
+    };
+    let caught = error.is_none()
+        && must_fail
+            .iter()
+            .all(|m| m.status.is_some_and(|s| s != Status::Passed));
+    Ok(WrongOutcome {
+        exercise: variant.exercise.clone(),
+        variant: variant.slug.clone(),
+        why,
+        must_fail,
+        other_tests_lost,
+        points: outcome.points,
+        max_points: outcome.max_points,
+        caught,
+        error,
+    })
+}
+
+fn table(outcomes: &[WrongOutcome]) -> String {
+    use comfy_table::{presets, ContentArrangement, Table};
+    let mut table = Table::new();
+    table
+        .load_preset(presets::UTF8_BORDERS_ONLY)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header([
+            "exercise",
+            "variant",
+            "why",
+            "must fail",
+            "other tests lost",
+            "verdict",
+        ]);
+    if table.width().is_none() {
+        table.set_width(140);
+    }
+    // Test names are never split: the two test columns are at least as wide as the longest
+    // `name: STATUS` (the width includes one space of padding each side).
+    let longest = outcomes
+        .iter()
+        .flat_map(|o| {
+            o.must_fail
+                .iter()
+                .map(|m| m.name.len() + 10)
+                .chain(o.other_tests_lost.iter().map(String::len))
+        })
+        .max()
+        .unwrap_or(10);
+    for column in [3, 4] {
+        if let Some(c) = table.column_mut(column) {
+            c.set_constraint(comfy_table::ColumnConstraint::LowerBoundary(
+                comfy_table::Width::Fixed(longest as u16 + 2),
+            ));
+        }
+    }
+    for o in outcomes {
+        let must: Vec<String> = o
+            .must_fail
+            .iter()
+            .map(|m| format!("{}: {}", m.name, m.status.map_or("-", |s| s.label())))
+            .collect();
+        let verdict = match (&o.error, o.caught) {
+            (Some(e), _) => format!("ERROR: {e}"),
+            (None, true) => format!("caught ({}/{} points)", o.points, o.max_points),
+            (None, false) => format!(
+                "NOT CAUGHT: scores {}/{}; a test it names passes",
+                o.points, o.max_points
+            ),
+        };
+        table.add_row(vec![
+            o.exercise.clone(),
+            o.variant.clone(),
+            o.why.clone(),
+            must.join("\n"),
+            o.other_tests_lost.join("\n"),
+            verdict,
+        ]);
+    }
+    table.to_string()
+}

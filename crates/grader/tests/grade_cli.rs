@@ -1,0 +1,706 @@
+//! The grader end to end, on a throw-away repository whose exercise needs nothing but std and a
+//! one-function library (so it builds in seconds): stub and solution, failing/passing/looping/
+//! aborting/exiting tests, compile errors, edited tests, missing tests, hints, JSON and JUnit
+//! reports, --expect and --watch, students' clones and a class graded in pristine trees, and
+//! known-wrong solutions (--wrong).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const GRADE_RS: &str = r#"
+use super::demo::*;
+
+#[test]
+fn adds() {
+    assert_eq!(add(2, 3), 5, "add(2, 3) should be 5");
+}
+
+#[test]
+fn finishes_in_time() {
+    assert_eq!(wait(), 1);
+}
+
+#[test]
+fn does_not_abort() {
+    assert_eq!(careful(), 7);
+}
+"#;
+
+const STUB: &str = r#"
+pub fn add(a: i32, b: i32) -> i32 {
+    // TODO: return the sum.
+    mathlib::combine(a, b)
+}
+
+pub fn wait() -> u32 {
+    // TODO: stop looping.
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+pub fn careful() -> u32 {
+    // TODO: do not abort.
+    std::process::abort()
+}
+"#;
+
+const SOLUTION: &str = r#"
+pub fn add(a: i32, b: i32) -> i32 {
+    a + b
+}
+
+pub fn wait() -> u32 {
+    1
+}
+
+pub fn careful() -> u32 {
+    7
+}
+"#;
+
+const LIBRARY: &str = "/// `a - b`.\npub fn combine(a: i32, b: i32) -> i32 {\n    a - b\n}\n";
+
+const TOML: &str = r#"
+title = "Demo"
+objectives = ["add"]
+edit = ["src/demo.rs"]
+time_limit_secs = 3
+
+[[test]]
+name = "adds"
+points = 2
+
+[[test]]
+name = "finishes_in_time"
+points = 1
+
+[[test]]
+name = "does_not_abort"
+points = 1
+"#;
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// A repository with one exercise, 01-1, its solution, and checksums of its graded files.
+fn fake_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        &root.join("Cargo.toml"),
+        "[workspace]\nresolver = \"2\"\nmembers = [\"crates/mathlib\", \"exercises/*/*\", \"solutions/*/*\"]\n",
+    );
+    // The "library" the exercise uses: a student who edits it instead of the exercise must not
+    // gain points when the teacher grades the clone.
+    write(
+        &root.join("crates/mathlib/Cargo.toml"),
+        "[package]\nname = \"mathlib\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    write(&root.join("crates/mathlib/src/lib.rs"), LIBRARY);
+    let lib = "pub mod demo;\n#[cfg(test)]\n#[path = \"../../../../exercises/01-basics/1-demo/tests/grade.rs\"]\nmod grade;\n";
+    for (tree, name, code) in [
+        ("exercises", "ex-demo", STUB),
+        ("solutions", "sol-demo", SOLUTION),
+    ] {
+        let ex = root.join(tree).join("01-basics/1-demo");
+        write(
+            &ex.join("Cargo.toml"),
+            &format!("[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\nautotests = false\n\n[dependencies]\nmathlib = {{ path = \"../../../crates/mathlib\" }}\n"),
+        );
+        write(&ex.join("src/lib.rs"), lib);
+        write(&ex.join("src/demo.rs"), code);
+    }
+    let ex = root.join("exercises/01-basics/1-demo");
+    write(&ex.join("tests/grade.rs"), GRADE_RS);
+    write(&ex.join("exercise.toml"), TOML);
+    write(
+        &ex.join("HINTS.md"),
+        "# Hints\n\n## Hint 1\n\nThink of plus.\n\n## Hint 2\n\n`a + b`\n",
+    );
+    let out = grade(root, &["--update-checksums"]);
+    assert!(out.status.success(), "{}", text(&out));
+    dir
+}
+
+/// Runs the grader from inside `root` (so `--root root` grades it in place, as a student's run).
+fn grade(root: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_grade"))
+        .current_dir(root)
+        .arg("--root")
+        .arg(root)
+        .args(["--checksums"])
+        .arg(root.join("crates/grader/checksums.txt"))
+        .args(args)
+        .env("CARGO_TARGET_DIR", root.join("target"))
+        .env_remove("CARGO_BUILD_TARGET_DIR")
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn report(path: PathBuf) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn test_named<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["exercises"][0]["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap()
+}
+
+#[test]
+fn grades_a_stub_and_its_solution() {
+    let repo = fake_repo();
+    let root = repo.path();
+
+    // The stub: every kind of failure, each with its own status and message; nothing stops early.
+    let out = grade(root, &["01-1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let shown = text(&out);
+    assert!(shown.contains("0/4 points"), "{shown}");
+    assert!(
+        shown.contains("cargo grade 01-1 --hint"),
+        "next steps: {shown}"
+    );
+    let r = report(root.join("target/grade/report.json"));
+    assert_eq!(r["points"], 0);
+    assert_eq!(r["max_points"], 4);
+    let adds = test_named(&r, "adds");
+    assert_eq!(adds["status"], "failed");
+    assert!(adds["message"]
+        .as_str()
+        .unwrap()
+        .contains("add(2, 3) should be 5"));
+    assert_eq!(test_named(&r, "finishes_in_time")["status"], "timed_out");
+    assert_eq!(test_named(&r, "does_not_abort")["status"], "crashed");
+    let junit = std::fs::read_to_string(root.join("target/grade/junit.xml")).unwrap();
+    assert!(
+        junit.contains("tests=\"3\" failures=\"2\" errors=\"1\""),
+        "{junit}"
+    );
+    assert!(junit.contains("add(2, 3) should be 5"), "{junit}");
+
+    // CI's integrity checks: the stub fails everything; the solution passes everything.
+    let out = grade(root, &["--expect", "fail"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = grade(root, &["--solutions", "--expect", "pass"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let r = report(root.join("target/grade/solutions.json"));
+    assert_eq!(r["points"], 4);
+    assert_eq!(r["variant"], "solutions");
+    assert!(
+        std::fs::read_to_string(root.join("target/grade/solutions-junit.xml"))
+            .unwrap()
+            .contains("failures=\"0\"")
+    );
+    let out = grade(root, &["--expect", "pass"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the stub must not meet --expect pass"
+    );
+
+    // A student who copies the solution in gets full marks.
+    std::fs::copy(
+        root.join("solutions/01-basics/1-demo/src/demo.rs"),
+        root.join("exercises/01-basics/1-demo/src/demo.rs"),
+    )
+    .unwrap();
+    let json = root.join("out/alice.json");
+    let junit = root.join("out/alice.xml");
+    let out = grade(
+        root,
+        &[
+            "all",
+            "--json",
+            json.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(report(json)["points"], 4);
+    assert!(junit.is_file());
+}
+
+#[test]
+fn reports_compile_errors_edited_tests_and_missing_tests() {
+    let repo = fake_repo();
+    let root = repo.path();
+    let src = root.join("exercises/01-basics/1-demo/src/demo.rs");
+
+    std::fs::write(&src, SOLUTION.replace("a + b", "a + \"b\"")).unwrap();
+    let out = grade(root, &["01"]);
+    assert_eq!(out.status.code(), Some(1));
+    let r = report(root.join("target/grade/report.json"));
+    let adds = test_named(&r, "adds");
+    assert_eq!(adds["status"], "compile_error");
+    assert!(
+        adds["message"].as_str().unwrap().contains("error"),
+        "{adds}"
+    );
+    assert!(r["exercises"][0]["compile_error"]
+        .as_str()
+        .unwrap()
+        .contains("src/demo.rs"));
+    assert!(text(&out).contains("does not compile"), "{}", text(&out));
+
+    // Edited graded tests: graded, but flagged and points withheld.
+    std::fs::write(&src, SOLUTION).unwrap();
+    let tests = root.join("exercises/01-basics/1-demo/tests/grade.rs");
+    std::fs::write(
+        &tests,
+        GRADE_RS.replace("add(2, 3), 5", "add(2, 3), add(2, 3)"),
+    )
+    .unwrap();
+    let out = grade(root, &["1-demo"]);
+    assert_eq!(out.status.code(), Some(1));
+    let r = report(root.join("target/grade/report.json"));
+    assert_eq!(r["points"], 0);
+    assert_eq!(r["exercises"][0]["points_if_intact"], 4);
+    assert_eq!(
+        r["exercises"][0]["modified_files"][0],
+        "exercises/01-basics/1-demo/tests/grade.rs: modified"
+    );
+    assert!(text(&out).contains("MODIFIED"), "{}", text(&out));
+    let out = grade(root, &["--expect", "pass"]);
+    assert_eq!(out.status.code(), Some(1));
+
+    // A graded test that was deleted is missing, not silently skipped (and the file is flagged).
+    std::fs::write(&tests, GRADE_RS.replace("fn adds()", "fn renamed()")).unwrap();
+    grade(root, &["01-1"]);
+    let r = report(root.join("target/grade/report.json"));
+    assert_eq!(test_named(&r, "adds")["status"], "missing");
+}
+
+#[test]
+fn hints_come_one_level_at_a_time() {
+    let repo = fake_repo();
+    let root = repo.path();
+    let first = text(&grade(root, &["01-1", "--hint"]));
+    assert!(
+        first.contains("hint 1 of 2") && first.contains("Think of plus."),
+        "{first}"
+    );
+    let second = text(&grade(root, &["01-1", "--hint"]));
+    assert!(
+        second.contains("hint 2 of 2") && second.contains("`a + b`"),
+        "{second}"
+    );
+    let again = text(&grade(root, &["01-1", "--hint", "1"]));
+    assert!(again.contains("hint 1 of 2"), "{again}");
+}
+
+#[test]
+fn unknown_selections_are_explained() {
+    let repo = fake_repo();
+    let list = text(&grade(repo.path(), &["--list"]));
+    assert!(
+        list.contains("01-1") && list.contains("Demo") && list.contains("4 pts"),
+        "{list}"
+    );
+    let out = grade(repo.path(), &["09-9"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("no exercise matches '09-9'") && text(&out).contains("01-1"));
+}
+
+#[test]
+fn watch_regrades_on_save() {
+    let repo = fake_repo();
+    let root = repo.path().to_path_buf();
+    let child = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .current_dir(&root)
+        .arg("--root")
+        .arg(&root)
+        .arg("--checksums")
+        .arg(root.join("crates/grader/checksums.txt"))
+        .args([
+            "01-1",
+            "--watch",
+            "--watch-rounds",
+            "1",
+            "--time-limit",
+            "1",
+        ])
+        .env("CARGO_TARGET_DIR", root.join("target"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Save the solution once the first grading is done (its report exists).
+    let report_path = root.join("target/grade/report.json");
+    for _ in 0..600 {
+        if report_path.is_file() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    std::fs::write(
+        root.join("exercises/01-basics/1-demo/src/demo.rs"),
+        SOLUTION,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let shown = text(&out);
+    assert!(
+        shown.contains("0/4 points") && shown.contains("4/4 points"),
+        "{shown}"
+    );
+}
+
+/// The sample reports the teachers' page of the book shows (`book/src/generated/grade-*`), from a
+/// real run on the throw-away repository with its timings zeroed; refresh with
+/// `WORKBOOK_BLESS=1 cargo test -p grader --test grade_cli`.
+#[test]
+fn sample_reports_for_the_book() {
+    let repo = fake_repo();
+    let root = repo.path();
+    std::fs::write(
+        root.join("exercises/01-basics/1-demo/src/demo.rs"),
+        SOLUTION
+            .replace("\n    7\n", "\n    std::process::abort()\n")
+            .replace("a + b", "a * b"),
+    )
+    .unwrap();
+    grade(root, &["--json", root.join("alice.json").to_str().unwrap()]);
+    let mut report: grader::Report =
+        serde_json::from_str(&std::fs::read_to_string(root.join("alice.json")).unwrap()).unwrap();
+    report.root = "/home/teacher/class/alice".into();
+    for ex in &mut report.exercises {
+        ex.duration_ms = 0;
+        for t in &mut ex.tests {
+            t.duration_ms = 0;
+        }
+    }
+    let junit = report.to_junit().unwrap();
+    let json = report.to_json();
+    let book = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../book/src/generated");
+    for (name, text) in [("grade-report.json", json), ("grade-junit.xml", junit)] {
+        let path = book.join(name);
+        if std::env::var_os("WORKBOOK_BLESS").is_some() {
+            grader::report::write_atomically(&path, text.as_bytes()).unwrap();
+        } else {
+            let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                on_disk == text,
+                "{} is stale: refresh with WORKBOOK_BLESS=1 cargo test -p grader --test grade_cli\n{text}",
+                path.display()
+            );
+        }
+    }
+}
+
+/// Copies a repository (without `target/`), as a student's clone of it.
+fn clone_repo(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_name() == "target" {
+            continue;
+        }
+        if src.is_dir() {
+            clone_repo(&src, &dst);
+        } else {
+            std::fs::create_dir_all(to).unwrap();
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+#[test]
+fn an_early_exit_is_blamed_on_the_code_not_the_grader() {
+    let repo = fake_repo();
+    let root = repo.path();
+    std::fs::write(
+        root.join("exercises/01-basics/1-demo/src/demo.rs"),
+        SOLUTION.replace("\n    7\n", "\n    std::process::exit(0)\n"),
+    )
+    .unwrap();
+    let out = grade(root, &["01-1"]);
+    let shown = text(&out);
+    let r = report(root.join("target/grade/report.json"));
+    let early = test_named(&r, "does_not_abort");
+    assert_eq!(early["status"], "exited", "{shown}");
+    let message = early["message"].as_str().unwrap();
+    assert!(
+        message.contains("ended")
+            && message.contains("before the test finished")
+            && message.contains("exit"),
+        "{message}"
+    );
+    assert!(!shown.contains("did not run"), "{shown}");
+    // Progress: each test's result as it finishes, on stderr.
+    let progress = String::from_utf8_lossy(&out.stderr);
+    assert!(progress.contains("grading 01-1 Demo"), "{progress}");
+    assert!(
+        progress.contains("pass") && progress.contains("adds"),
+        "{progress}"
+    );
+}
+
+#[test]
+fn the_table_shows_whole_messages_and_whole_test_names() {
+    let repo = fake_repo();
+    let root = repo.path();
+    let long = "the sum is wrong: write a temporary file in the same folder, then rename it over the old one, so that a reader never sees half a file (this sentence is long on purpose)";
+    let tests = GRADE_RS.replace("\"add(2, 3) should be 5\"", &format!("\"{long}\""));
+    std::fs::write(
+        root.join("exercises/01-basics/1-demo/tests/grade.rs"),
+        tests,
+    )
+    .unwrap();
+    let out = grade(root, &["01-1", "--time-limit", "1"]);
+    let table: String = String::from_utf8_lossy(&out.stdout).into_owned();
+    // Wrapped, so join the lines back and look for every word of the message, in order.
+    let words: Vec<&str> = table
+        .split(|c: char| c.is_whitespace() || c == '│')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let flat = words.join(" ");
+    assert!(flat.contains(long), "the message was cut:\n{table}");
+    assert!(!table.contains('…'), "{table}");
+    for name in ["finishes_in_time", "does_not_abort"] {
+        assert!(table.contains(name), "{name} split:\n{table}");
+    }
+}
+
+#[test]
+fn a_class_is_graded_from_the_edited_files_only() {
+    let repo = fake_repo();
+    let teacher = repo.path();
+    let class = tempfile::tempdir().unwrap();
+    // alice solved the exercise; bob edited the library (and added a cargo config) instead.
+    let alice = class.path().join("alice");
+    let bob = class.path().join("bob");
+    clone_repo(teacher, &alice);
+    clone_repo(teacher, &bob);
+    std::fs::write(
+        alice.join("exercises/01-basics/1-demo/src/demo.rs"),
+        SOLUTION,
+    )
+    .unwrap();
+    std::fs::write(
+        bob.join("crates/mathlib/src/lib.rs"),
+        LIBRARY.replace("    a - b", "    a + b"),
+    )
+    .unwrap();
+    write(
+        &bob.join(".cargo/config.toml"),
+        "[build]\nrustflags = [\"--cfg\", \"cheat\"]\n",
+    );
+
+    // In his own clone, bob's library change earns the first test...
+    let own = grade(&bob, &["01-1", "--time-limit", "1"]);
+    let r = report(bob.join("target/grade/report.json"));
+    assert_eq!(test_named(&r, "adds")["status"], "passed", "{}", text(&own));
+
+    // ...but graded from the teacher's repository it is ignored, never compiled.
+    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .current_dir(teacher)
+        .args(["--checksums"])
+        .arg(teacher.join("crates/grader/checksums.txt"))
+        .arg("--class")
+        .arg(class.path())
+        .args(["--jobs", "2", "--time-limit", "2"])
+        .env("CARGO_TARGET_DIR", teacher.join("target"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary = report(teacher.join("target/grade/class/summary.json"));
+    let students = summary["students"].as_array().unwrap();
+    let row = |name: &str| {
+        students
+            .iter()
+            .find(|s| s["student"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row("alice")["points"]["01-1"], 4, "{summary}");
+    assert_eq!(
+        row("alice")["ignored_files"].as_array().unwrap().len(),
+        0,
+        "{summary}"
+    );
+    assert_eq!(row("bob")["points"]["01-1"], 0, "{summary}");
+    let ignored: Vec<String> = row("bob")["ignored_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        ignored.contains(&"crates/mathlib/src/lib.rs: modified".to_string()),
+        "{ignored:?}"
+    );
+    assert!(
+        ignored.contains(&".cargo/config.toml: added".to_string()),
+        "{ignored:?}"
+    );
+    let csv = std::fs::read_to_string(teacher.join("target/grade/class/summary.csv")).unwrap();
+    assert!(
+        csv.starts_with("student,01-1,total,max_points,ignored_files,error\n"),
+        "{csv}"
+    );
+    assert!(csv.contains("\nalice,4,4,4,,\n"), "{csv}");
+    let bob_report = report(teacher.join("target/grade/class/bob.json"));
+    assert_eq!(test_named(&bob_report, "adds")["status"], "failed");
+    assert!(teacher.join("target/grade/class/bob.xml").is_file());
+    // The teacher's tree is untouched, and still grades as the stub.
+    assert_eq!(
+        std::fs::read_to_string(teacher.join("crates/mathlib/src/lib.rs")).unwrap(),
+        LIBRARY
+    );
+    let own = grade(teacher, &["--expect", "fail"]);
+    assert_eq!(own.status.code(), Some(0), "{}", text(&own));
+
+    // One student's clone, as the teachers' page shows it: `--root CLONE` from the teacher's tree.
+    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .current_dir(teacher)
+        .args(["--checksums"])
+        .arg(teacher.join("crates/grader/checksums.txt"))
+        .arg("--root")
+        .arg(&bob)
+        .args(["--time-limit", "1", "--json"])
+        .arg(teacher.join("bob.json"))
+        .env("CARGO_TARGET_DIR", teacher.join("target"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("crates/mathlib/src/lib.rs: modified"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(report(teacher.join("bob.json"))["points"], 0);
+}
+
+#[test]
+fn a_student_is_warned_about_changes_that_are_not_graded() {
+    let repo = fake_repo();
+    let root = repo.path();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .current_dir(root)
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    write(&root.join(".gitignore"), "/target/\n");
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "handout"]);
+    std::fs::write(
+        root.join("crates/mathlib/src/lib.rs"),
+        LIBRARY.replace("a - b", "a + b"),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("exercises/01-basics/1-demo/src/demo.rs"),
+        SOLUTION,
+    )
+    .unwrap();
+    let out = grade(root, &["01-1"]);
+    let warning = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        warning.contains("warning: you changed crates/mathlib/src/lib.rs;")
+            && warning.contains("exercises/01-basics/1-demo/src/demo.rs"),
+        "{warning}"
+    );
+    assert!(!warning.contains("you changed exercises/"), "{warning}");
+}
+
+#[test]
+fn known_wrong_solutions_must_fail_the_tests_they_name() {
+    let repo = fake_repo();
+    let root = repo.path();
+    let wrong = root.join("solutions/01-basics/1-demo/wrong");
+    // Subtracting is caught by `adds`; it still passes the other two tests.
+    write(
+        &wrong.join("subtracts/wrong.toml"),
+        "why = \"subtracts instead of adding\"\nmust_fail = [\"adds\"]\n",
+    );
+    write(
+        &wrong.join("subtracts/src/demo.rs"),
+        &SOLUTION.replace("a + b", "a - b"),
+    );
+    let out = grade(root, &["--wrong"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let r = report(root.join("target/grade/wrong.json"));
+    assert_eq!(r[0]["variant"], "subtracts");
+    assert_eq!(r[0]["caught"], true);
+    assert_eq!(r[0]["must_fail"][0]["status"], "failed");
+    assert_eq!(r[0]["other_tests_lost"].as_array().unwrap().len(), 0, "{r}");
+    assert!(
+        text(&out).contains("subtracts instead of adding"),
+        "{}",
+        text(&out)
+    );
+    // The working tree is never modified.
+    assert_eq!(
+        std::fs::read_to_string(root.join("exercises/01-basics/1-demo/src/demo.rs")).unwrap(),
+        STUB
+    );
+
+    // A mistake the named test does not catch fails the run; so do a bad variant and one that
+    // does not compile.
+    write(
+        &wrong.join("uncaught/wrong.toml"),
+        "why = \"multiplies\"\nmust_fail = [\"finishes_in_time\"]\n",
+    );
+    write(
+        &wrong.join("uncaught/src/demo.rs"),
+        &SOLUTION.replace("a + b", "a * b"),
+    );
+    write(
+        &wrong.join("bad/wrong.toml"),
+        "why = \"x\"\nmust_fail = [\"no_such_test\"]\n",
+    );
+    write(&wrong.join("bad/src/lib.rs"), "");
+    write(
+        &wrong.join("broken/wrong.toml"),
+        "why = \"x\"\nmust_fail = [\"adds\"]\n",
+    );
+    write(&wrong.join("broken/src/demo.rs"), "pub fn add(");
+    let out = grade(root, &["--wrong", "01-1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let r = report(root.join("target/grade/wrong.json"));
+    let by = |slug: &str| {
+        r.as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["variant"] == slug)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(by("subtracts")["caught"], true);
+    assert_eq!(by("uncaught")["caught"], false);
+    assert_eq!(by("uncaught")["must_fail"][0]["status"], "passed");
+    assert_eq!(by("uncaught")["other_tests_lost"][0], "adds");
+    let bad = by("bad")["error"].as_str().unwrap().to_string();
+    assert!(
+        bad.contains("no_such_test") && bad.contains("src/lib.rs is not a file students edit"),
+        "{bad}"
+    );
+    assert!(by("broken")["error"]
+        .as_str()
+        .unwrap()
+        .contains("does not compile"));
+}
