@@ -451,15 +451,20 @@ fn serve_demo_shows_the_race_serves_without_mismatches_and_never_mixes_steps() {
         ],
         dir.path(),
     ));
-    // The race: thread A got B's attention with the anti-pattern, its own with GatV2Conv.
+    // The race, both symptoms: with the anti-pattern thread A got B's attention and B's
+    // assertion failed; with GatV2Conv every thread got its own.
     assert!(
         text.contains(
             "thread A asked for 'karate' and got the attention of 'karate (80% of edges)'"
-        ) && text.contains("WRONG: another thread's attention"),
+        ) && text.contains("WRONG, silently: another thread's attention"),
         "{text}"
     );
     assert!(
-        text.contains("the anti-pattern handed a thread another thread's attention; the stateless layer did not"),
+        text.contains("thread B asked for 'karate (80% of edges)' and got no attention: FAILED: assert alpha is not None"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the anti-pattern handed a thread another thread's attention and failed another thread's assertion; the stateless layer gave every thread its own, in both orders"),
         "{text}"
     );
     // One table row per thread count, all equal to the sequential answers.
@@ -496,14 +501,17 @@ fn serve_demo_shows_the_race_serves_without_mismatches_and_never_mixes_steps() {
         dir.path(),
     ));
     let summary: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let race = &summary["race_demo"]["a_reads_first"];
+    assert_eq!(race["schedule"], "AReadsFirst");
+    assert_eq!(race["stateful"]["outcomes"][0]["asked_for"], "karate");
     assert_eq!(
-        summary["race_demo"]["stateful"]["outcomes"][0]["asked_for"],
-        "karate"
-    );
-    assert_eq!(
-        summary["race_demo"]["stateful"]["outcomes"][0]["got"],
+        race["stateful"]["outcomes"][0]["got"],
         "karate (80% of edges)"
     );
+    assert!(race["stateful"]["outcomes"][1]["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("alpha is not None")));
+    assert!(race["stateless"]["outcomes"][1]["error"].is_null());
     assert_eq!(summary["serving"][0]["threads"], 2);
     assert_eq!(summary["serving"][0]["mismatches"], 0);
     assert_eq!(summary["serve_while_training"]["mixed_reads"], 0);

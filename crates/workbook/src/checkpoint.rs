@@ -10,7 +10,8 @@
 //! PyTorch's `torch.load` restores tensors to the device they were saved from unless
 //! `map_location` says otherwise, which fails on a machine without that GPU. Here the device is
 //! always named at load time, and loading checks every name, shape and dtype and reports every
-//! problem at once (PyTorch's `strict=True`: missing and unexpected keys).
+//! problem at once: missing and unexpected names (what PyTorch's `strict=True` adds), shapes
+//! (which PyTorch checks whatever `strict` says) and dtypes (which PyTorch casts silently).
 //!
 //! ```
 //! use workbook::{checkpoint, placement::Placement, Model, ModelConfig};

@@ -51,6 +51,12 @@ pub enum WorkbookError {
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
 
+    /// The anti-pattern [`StatefulGatV2`](crate::threads::StatefulGatV2) found its shared
+    /// attention slot empty, because another thread's forward pass took it: PyG's
+    /// `AssertionError` from `GATv2Conv` before 2.5 (issue 8741).
+    #[error("shared-state race: {0}")]
+    SharedStateRace(String),
+
     /// A worker thread (serving, the race demonstration) stopped with a panic or lost its peer.
     #[error("worker thread failed: {0}")]
     Thread(String),

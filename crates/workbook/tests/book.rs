@@ -227,9 +227,11 @@ fn ch03_the_race_reproduced() {
     };
     // ANCHOR: ch03_race
     let requests = serving::mixed_requests(&graph, 3, 0).unwrap();
-    let demo = race_demo::run(conv, &requests[0], &requests[2]).unwrap();
-    assert!(demo.stateful.race_detected()); // the PyG-style layer: A got B's attention
-    assert!(!demo.stateless.race_detected()); // ours: each thread got its own
+    let demo = race_demo::run(conv, &requests[0], &requests[2]).unwrap(); // both orders
+    assert!(demo.a_reads_first.stateful.wrong_attention()); // PyG < 2.5: A got B's attention
+    assert!(demo.a_reads_first.stateful.assertion_failed()); // and B's assert failed
+    assert!(demo.b_reads_first.stateful.assertion_failed()); // here A's did
+    assert!(demo.stateless_always_correct()); // ours: each thread got its own
     println!("{demo}");
     // ANCHOR_END: ch03_race
     // ANCHOR: ch03_serve

@@ -1,5 +1,6 @@
 //! Chapter 3, thread safety: concurrent serving equals sequential serving exactly, the PyG
-//! `_alpha` race is reproduced every time (and never with the stateless layer), and a model
+//! `_alpha` race is reproduced every time with both of its symptoms (another thread's attention,
+//! and the failed `assert alpha is not None`), never with the stateless layer, and a model
 //! served while training never mixes two optimiser steps. No sleeps: every interleaving that
 //! matters is forced with channels.
 
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use workbook::candle_core::Device;
 use workbook::threads::serving::{self, Request};
 use workbook::threads::snapshot::{self, Snapshot, SnapshotServer};
-use workbook::threads::{race_demo, StatefulGatV2};
+use workbook::threads::{race_demo, Schedule, StatefulGatV2};
 use workbook::train::TrainConfig;
 use workbook::{datasets, GatV2Conv, Graph, Layer, Model, ModelConfig, WorkbookError};
 
@@ -76,53 +77,141 @@ fn sweep_reports_every_thread_count_without_mismatches() {
 }
 
 #[test]
-fn the_anti_pattern_mixes_attention_every_time_and_the_stateless_layer_never() {
+fn a_reads_first_a_gets_bs_attention_silently_and_b_fails_its_assertion_every_time() {
     let graph = karate();
     let conv = first_gatv2_layer(&gatv2(&graph));
     let (a, b) = two_graphs(&graph);
     for run in 0..50 {
-        let demo = race_demo::run(&conv, &a, &b).unwrap();
+        let demo = race_demo::run_schedule(&conv, &a, &b, Schedule::AReadsFirst).unwrap();
         let [thread_a, thread_b] = &demo.stateful.outcomes[..] else {
             panic!("two threads")
         };
-        // A ran first, B overwrote the shared slot, A read B's attention.
+        // A wrote, B overwrote the shared slot, A read B's attention and cleared the slot...
         assert_eq!(thread_a.asked_for, a.name);
         assert_eq!(thread_a.got.as_deref(), Some(b.name.as_str()), "run {run}");
         assert_eq!(
             thread_a.edges_received,
             Some(b.edge_index.num_edges() + graph.num_nodes())
         );
-        assert!(thread_b.correct(), "run {run}: {thread_b}");
-        assert!(demo.stateful.race_detected());
+        assert!(thread_a.error.is_none() && thread_a.wrong_attention());
+        // ...so B found it empty: PyG's AssertionError, as a value.
+        assert_eq!(
+            (thread_b.got.as_ref(), thread_b.edges_received),
+            (None, None)
+        );
+        let error = thread_b.error.as_deref().unwrap_or_default();
+        assert!(
+            error.contains("assert alpha is not None"),
+            "run {run}: {error}"
+        );
+        assert!(!thread_b.correct() && !thread_b.wrong_attention());
+        assert!(demo.stateful.wrong_attention() && demo.stateful.assertion_failed());
         // Same interleaving, stateless layer: everyone gets their own.
         assert!(
             demo.stateless.outcomes.iter().all(|o| o.correct()),
-            "run {run}:\n{demo}"
+            "run {run}:\n{demo:?}"
         );
         assert!(!demo.stateless.race_detected());
     }
 }
 
 #[test]
-fn the_anti_pattern_is_right_on_one_thread() {
-    // The bug needs two threads: alone, "forward then read" returns your own attention.
+fn b_reads_first_b_gets_its_own_and_a_fails_its_assertion_every_time() {
+    let graph = karate();
+    let conv = first_gatv2_layer(&gatv2(&graph));
+    let (a, b) = two_graphs(&graph);
+    for run in 0..50 {
+        let demo = race_demo::run_schedule(&conv, &a, &b, Schedule::BReadsFirst).unwrap();
+        let [thread_a, thread_b] = &demo.stateful.outcomes[..] else {
+            panic!("two threads")
+        };
+        // B's write was the last, so B reads its own and clears; A finds nothing.
+        assert!(thread_b.correct(), "run {run}: {thread_b}");
+        assert!(
+            thread_a.error.is_some() && thread_a.got.is_none(),
+            "run {run}: {thread_a}"
+        );
+        assert!(!demo.stateful.wrong_attention() && demo.stateful.assertion_failed());
+        assert!(!demo.stateless.race_detected(), "run {run}:\n{demo:?}");
+    }
+}
+
+#[test]
+fn the_demo_runs_both_orders_and_prints_both_symptoms() {
+    let graph = karate();
+    let conv = first_gatv2_layer(&gatv2(&graph));
+    let (a, b) = two_graphs(&graph);
+    let demo = race_demo::run(&conv, &a, &b).unwrap();
+    assert_eq!(demo.a_reads_first.schedule, Schedule::AReadsFirst);
+    assert_eq!(demo.b_reads_first.schedule, Schedule::BReadsFirst);
+    assert!(demo.anti_pattern_shows_both_symptoms() && demo.stateless_always_correct());
+    let text = demo.to_string();
+    assert!(text.contains("WRONG, silently"), "{text}");
+    assert_eq!(
+        text.matches("FAILED: assert alpha is not None").count(),
+        2,
+        "{text}"
+    );
+    assert!(text.contains("in both orders"), "{text}");
+}
+
+#[test]
+fn a_lock_across_the_whole_pass_makes_the_anti_pattern_correct() {
+    // The alternative fix the book mentions: serialise whole forward passes. Correct, because
+    // no write can land between another call's write and read; one pass at a time.
     let graph = karate();
     let conv = first_gatv2_layer(&gatv2(&graph));
     let (a, b) = two_graphs(&graph);
     let layer = StatefulGatV2::new(conv.clone());
-    assert!(layer.last_attention().is_none());
+    std::thread::scope(|s| {
+        for (k, request) in [&a, &b].into_iter().cycle().take(8).enumerate() {
+            let (layer, conv) = (&layer, &conv);
+            s.spawn(move || {
+                for _ in 0..20 {
+                    let got = layer
+                        .forward_serialised(&request.x, &request.edge_index)
+                        .unwrap();
+                    let want = conv.forward(&request.x, &request.edge_index).unwrap();
+                    assert_eq!(
+                        got.attention.weights.to_vec2::<f32>().unwrap(),
+                        want.attention.weights.to_vec2::<f32>().unwrap(),
+                        "thread {k}"
+                    );
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn the_anti_pattern_is_right_on_one_thread() {
+    // The bug needs two threads: alone, "write then read" returns your own attention.
+    let graph = karate();
+    let conv = first_gatv2_layer(&gatv2(&graph));
+    let (a, b) = two_graphs(&graph);
+    let layer = StatefulGatV2::new(conv.clone());
+    let empty = layer.take_alpha().unwrap_err();
+    assert!(
+        matches!(empty, WorkbookError::SharedStateRace(_)),
+        "{empty}"
+    );
     for request in [&a, &b] {
-        layer.forward(&request.x, &request.edge_index).unwrap();
-        let got = layer.last_attention().unwrap();
+        let got = layer.forward(&request.x, &request.edge_index).unwrap();
         let want = conv.forward(&request.x, &request.edge_index).unwrap();
         assert_eq!(
-            got.edge_index.num_edges(),
+            got.attention.edge_index.num_edges(),
             want.attention.edge_index.num_edges()
         );
         assert_eq!(
-            got.weights.to_vec2::<f32>().unwrap(),
+            got.attention.weights.to_vec2::<f32>().unwrap(),
             want.attention.weights.to_vec2::<f32>().unwrap()
         );
+        assert_eq!(
+            got.out.to_vec2::<f32>().unwrap(),
+            want.out.to_vec2::<f32>().unwrap()
+        );
+        // forward cleared the slot, as PyG's did.
+        assert!(layer.take_alpha().is_err());
     }
 }
 

@@ -39,14 +39,16 @@
 //!
 //! # The anti-pattern, and what Rust does and does not catch
 //!
-//! PyTorch Geometric's `GATv2Conv` before 2.5 kept the attention in `self._alpha` during
-//! `forward()` (issue 8741); two threads running inference on one module could read each other's
-//! attention.
+//! PyTorch Geometric's `GATv2Conv` before 2.5 passed the attention from `message()` to
+//! `forward()` through `self._alpha` (issue 8741): `message()` wrote it, `forward()` read it,
+//! asserted it was not `None` and cleared it. Two threads running inference on one module could
+//! read each other's attention, or find `None` and fail with `AssertionError`.
 //!
 //! - [`StatefulGatV2`] (**anti-pattern**) ports that to Rust with a `Mutex`. It compiles — a
-//!   `Mutex` is `Sync` — and it is still wrong: [`race_demo`] forces the bad interleaving with
-//!   channels and shows thread A receiving thread B's attention, every time, while the stateless
-//!   layer under the same interleaving never does.
+//!   `Mutex` is `Sync` — and it is still wrong: [`race_demo`] forces both bad interleavings with
+//!   channels and shows thread A receiving thread B's attention, and a thread finding the slot
+//!   empty (an error value, PyG's `AssertionError`), every time, while the stateless layer under
+//!   the same interleavings never goes wrong.
 //! - [`CellGatV2`] keeps the state in a `RefCell`, which is not `Sync`: putting it in an `Arc`
 //!   and handing it to another thread **does not compile** (E0277, "`RefCell<..>` cannot be
 //!   shared between threads safely"; the compile-fail tests in `crates/workbook/tests/compile_fail/`
@@ -68,7 +70,7 @@ pub mod snapshot;
 pub mod stateful_gatv2;
 
 pub use cell_gatv2::CellGatV2;
-pub use race_demo::RaceDemo;
+pub use race_demo::{RaceDemo, Schedule};
 pub use serving::{Request, Response, ServingRun};
 pub use snapshot::{Snapshot, SnapshotServer};
 pub use stateful_gatv2::StatefulGatV2;

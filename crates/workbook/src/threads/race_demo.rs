@@ -1,16 +1,21 @@
-//! The PyG `_alpha` race (issue 8741), made to happen on purpose, every time.
+//! The PyG `_alpha` race (issue 8741), made to happen on purpose, every time, with both of its
+//! symptoms.
 //!
 //! Two threads, A and B, share one GATv2 layer and each asks for the attention on its own graph.
-//! Real races depend on timing; here channels force the losing interleaving:
+//! PyG's `GATv2Conv` before 2.5 split every forward pass into a **write** (`message()` stores the
+//! attention in `self._alpha`) and a **read** (`forward()` reads it, asserts it is not `None` and
+//! clears it). Real races depend on timing; here channels force the two losing orders:
 //!
-//! 1. A runs its forward pass, then tells B it is done;
-//! 2. B runs its forward pass, then tells A it is done;
-//! 3. each thread reads "its" attention.
+//! - [`Schedule::AReadsFirst`]: A writes, B writes (over A's), A reads, B reads. A silently gets
+//!   B's attention and clears the slot; B finds it empty and fails the assertion.
+//! - [`Schedule::BReadsFirst`]: A writes, B writes, B reads, A reads. B gets its own attention
+//!   (B's write was the last one); A finds the slot empty and fails.
 //!
-//! With the anti-pattern [`StatefulGatV2`] (attention kept in the module, like PyG's
-//! `self._alpha`), step 2 overwrites A's attention, so A reads B's. With the stateless
-//! [`GatV2Conv`] the attention came back *with* each forward pass, so there is nothing to
-//! overwrite and both threads get their own — under exactly the same interleaving.
+//! With the anti-pattern [`StatefulGatV2`] that is what happens, every time; its failed assertion
+//! is an error value ([`WorkbookError::SharedStateRace`]) recorded in the thread's outcome, as
+//! PyG's `AssertionError` was, not a panic that would end the demo. With the stateless
+//! [`GatV2Conv`] the attention came back *with* each forward pass ("write" is the forward pass,
+//! "read" just looks at its own result), so both threads get their own, in both orders.
 //!
 //! Each answer is identified by comparing it, bit for bit, with the attention computed
 //! sequentially for each request; [`RaceReport`] says what each thread asked for and what it got.
@@ -28,8 +33,10 @@
 //!     name: name.into(), x: x.clone(), edge_index: EdgeIndex::new(src, dst, 4, &dev).unwrap(), nodes: None,
 //! };
 //! let demo = race_demo::run(&conv, &request("path", &[0, 1, 2], &[1, 2, 3]), &request("star", &[1, 2, 3], &[0, 0, 0])).unwrap();
-//! assert!(demo.stateful.race_detected());    // thread A got B's attention
-//! assert!(!demo.stateless.race_detected());  // everyone got their own
+//! assert!(demo.a_reads_first.stateful.wrong_attention());   // thread A got B's attention
+//! assert!(demo.a_reads_first.stateful.assertion_failed());  // and B found the slot empty
+//! assert!(demo.b_reads_first.stateful.assertion_failed());  // here A did
+//! assert!(demo.stateless_always_correct());                 // everyone got their own
 //! println!("{demo}");
 //! ```
 
@@ -39,7 +46,45 @@ use crate::error::{Result, WorkbookError};
 use crate::layers::{Attention, GatV2Conv, GatV2Output};
 use serde::Serialize;
 use std::fmt;
-use std::sync::mpsc;
+use std::sync::mpsc::{self, Receiver, Sender};
+
+/// The order in which the two threads' writes and reads run. Both orders start "A writes, B
+/// writes": the write that lands between another thread's write and read is the race.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Schedule {
+    /// A writes, B writes, A reads, B reads.
+    AReadsFirst,
+    /// A writes, B writes, B reads, A reads.
+    BReadsFirst,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Who {
+    A,
+    B,
+}
+
+impl Schedule {
+    /// Both orders, as [`run`] runs them.
+    pub const ALL: [Schedule; 2] = [Schedule::AReadsFirst, Schedule::BReadsFirst];
+
+    /// Whose step comes next: each thread's first step is its write, its second its read.
+    fn steps(self) -> [Who; 4] {
+        match self {
+            Schedule::AReadsFirst => [Who::A, Who::B, Who::A, Who::B],
+            Schedule::BReadsFirst => [Who::A, Who::B, Who::B, Who::A],
+        }
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Schedule::AReadsFirst => "A writes, B writes, A reads, B reads",
+            Schedule::BReadsFirst => "A writes, B writes, B reads, A reads",
+        })
+    }
+}
 
 /// What one thread asked for and what it got.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -53,16 +98,25 @@ pub struct ThreadOutcome {
     pub got: Option<String>,
     /// Number of edges (after self-loops) in the attention it received.
     pub edges_received: Option<usize>,
+    /// The error its read returned instead of attention: the anti-pattern's failed
+    /// `assert alpha is not None` (PyG's `AssertionError`).
+    pub error: Option<String>,
 }
 
 impl ThreadOutcome {
     /// Whether the thread received the attention of its own request.
     pub fn correct(&self) -> bool {
-        self.got.as_deref() == Some(self.asked_for.as_str())
+        self.error.is_none() && self.got.as_deref() == Some(self.asked_for.as_str())
+    }
+
+    /// Whether the thread received attention, without an error, that is not its own: the
+    /// silent symptom.
+    pub fn wrong_attention(&self) -> bool {
+        self.error.is_none() && self.edges_received.is_some() && !self.correct()
     }
 }
 
-/// One variant of the layer run through the interleaving.
+/// One variant of the layer run through one interleaving.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RaceReport {
     /// `StatefulGatV2` (the anti-pattern) or `GatV2Conv` (stateless).
@@ -71,19 +125,61 @@ pub struct RaceReport {
 }
 
 impl RaceReport {
-    /// Whether some thread received attention that is not its own.
+    /// Whether some thread did not receive its own attention (wrong, or none at all).
     pub fn race_detected(&self) -> bool {
         self.outcomes.iter().any(|o| !o.correct())
     }
+
+    /// Whether some thread silently received another thread's attention.
+    pub fn wrong_attention(&self) -> bool {
+        self.outcomes.iter().any(ThreadOutcome::wrong_attention)
+    }
+
+    /// Whether some thread's read failed (PyG's `AssertionError`).
+    pub fn assertion_failed(&self) -> bool {
+        self.outcomes.iter().any(|o| o.error.is_some())
+    }
 }
 
-/// Both variants under the same interleaving.
+/// Both variants under one interleaving.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct RaceDemo {
-    /// The anti-pattern: attention in shared state. Always shows the race.
+pub struct Interleaving {
+    pub schedule: Schedule,
+    /// The anti-pattern: attention passed through shared state. Always shows the race.
     pub stateful: RaceReport,
     /// The fix: attention returned by `forward`. Never does.
     pub stateless: RaceReport,
+}
+
+/// Both interleavings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RaceDemo {
+    /// A writes, B writes, A reads, B reads: A silently gets B's attention, B fails.
+    pub a_reads_first: Interleaving,
+    /// A writes, B writes, B reads, A reads: B gets its own, A fails.
+    pub b_reads_first: Interleaving,
+}
+
+impl RaceDemo {
+    /// The two interleavings, in [`Schedule::ALL`] order.
+    pub fn interleavings(&self) -> [&Interleaving; 2] {
+        [&self.a_reads_first, &self.b_reads_first]
+    }
+
+    /// Whether the anti-pattern showed both symptoms: a thread silently given another thread's
+    /// attention, and a thread whose assertion failed.
+    pub fn anti_pattern_shows_both_symptoms(&self) -> bool {
+        let all = self.interleavings();
+        all.iter().any(|i| i.stateful.wrong_attention())
+            && all.iter().any(|i| i.stateful.assertion_failed())
+    }
+
+    /// Whether the stateless layer gave every thread its own attention in every interleaving.
+    pub fn stateless_always_correct(&self) -> bool {
+        self.interleavings()
+            .iter()
+            .all(|i| !i.stateless.race_detected())
+    }
 }
 
 impl fmt::Display for ThreadOutcome {
@@ -91,12 +187,14 @@ impl fmt::Display for ThreadOutcome {
         let got = match (&self.got, self.edges_received) {
             (Some(name), Some(e)) => format!("the attention of '{name}' ({e} edges)"),
             (None, Some(e)) => format!("attention matching no request ({e} edges)"),
-            _ => "no attention at all".to_string(),
+            _ => "no attention".to_string(),
         };
-        let verdict = if self.correct() {
+        let verdict = if self.error.is_some() {
+            "FAILED: assert alpha is not None (PyG: AssertionError)"
+        } else if self.correct() {
             "ok"
         } else {
-            "WRONG: another thread's attention"
+            "WRONG, silently: another thread's attention"
         };
         write!(
             f,
@@ -110,48 +208,57 @@ impl fmt::Display for RaceDemo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "race demo: threads A and B share one GATv2 layer; A runs forward, then B runs forward, then both read their attention"
+            "race demo: threads A and B share one GATv2 layer; each forward pass writes its attention, then reads it back"
         )?;
-        for (report, what) in [
-            (
-                &self.stateful,
-                "the anti-pattern: attention kept in the module, like PyG's self._alpha before 2.5 (issue 8741)",
-            ),
-            (&self.stateless, "stateless: attention returned by forward"),
-        ] {
-            writeln!(f, "  {}, {what}:", report.variant)?;
-            for o in &report.outcomes {
-                writeln!(f, "    {o}")?;
+        for interleaving in self.interleavings() {
+            writeln!(f, "  {}:", interleaving.schedule)?;
+            for (report, what) in [
+                (
+                    &interleaving.stateful,
+                    "the anti-pattern: message() writes self._alpha, forward() reads, asserts and clears it, like PyG before 2.5 (issue 8741)",
+                ),
+                (
+                    &interleaving.stateless,
+                    "stateless: attention returned by forward",
+                ),
+            ] {
+                writeln!(f, "    {}, {what}:", report.variant)?;
+                for o in &report.outcomes {
+                    writeln!(f, "      {o}")?;
+                }
             }
         }
-        let verdict = match (self.stateful.race_detected(), self.stateless.race_detected()) {
-            (true, false) => "the anti-pattern handed a thread another thread's attention; the stateless layer did not",
-            (false, false) => "no race observed (unexpected: the two requests may have identical attention)",
-            (_, true) => "the stateless layer returned wrong attention (a bug)",
+        let verdict = if !self.stateless_always_correct() {
+            "the stateless layer returned wrong attention (a bug)"
+        } else if self.anti_pattern_shows_both_symptoms() {
+            "the anti-pattern handed a thread another thread's attention and failed another thread's assertion; the stateless layer gave every thread its own, in both orders"
+        } else {
+            "the anti-pattern did not show both symptoms (unexpected: the two requests may have identical attention)"
         };
         write!(f, "  outcome: {verdict}")
     }
 }
 
-/// A layer variant as the interleaving sees it: a forward pass that yields a ticket, and a way
-/// to get the attention for that ticket afterwards.
+/// A layer variant as the interleaving sees it: the write half of a forward pass, which yields
+/// a ticket, and the read half, which turns the ticket into attention.
 trait AttentionLayer: Sync {
     type Ticket: Send;
     const NAME: &'static str;
-    fn infer(&self, request: &Request) -> Result<Self::Ticket>;
-    fn attention(&self, ticket: Self::Ticket) -> Option<Attention>;
+    fn write(&self, request: &Request) -> Result<Self::Ticket>;
+    fn read(&self, ticket: Self::Ticket) -> Result<Attention>;
 }
 
 impl AttentionLayer for StatefulGatV2 {
-    /// Nothing: the attention went into the module (PyG: `out = conv(x, edge_index)`).
+    /// Nothing: the attention went into the module (PyG: `message()` sets `self._alpha`).
     type Ticket = ();
     const NAME: &'static str = "StatefulGatV2";
-    fn infer(&self, request: &Request) -> Result<()> {
-        self.forward(&request.x, &request.edge_index).map(drop)
+    fn write(&self, request: &Request) -> Result<()> {
+        self.propagate(&request.x, &request.edge_index).map(drop)
     }
-    /// PyG: `alpha = conv._alpha`, whoever wrote it last.
-    fn attention(&self, _: ()) -> Option<Attention> {
-        self.last_attention()
+    /// PyG: `alpha = self._alpha; assert alpha is not None; self._alpha = None`, whoever wrote
+    /// it last.
+    fn read(&self, _: ()) -> Result<Attention> {
+        self.take_alpha()
     }
 }
 
@@ -159,18 +266,32 @@ impl AttentionLayer for GatV2Conv {
     /// The whole output, attention included.
     type Ticket = GatV2Output;
     const NAME: &'static str = "GatV2Conv";
-    fn infer(&self, request: &Request) -> Result<GatV2Output> {
+    fn write(&self, request: &Request) -> Result<GatV2Output> {
         self.forward(&request.x, &request.edge_index)
     }
-    fn attention(&self, ticket: GatV2Output) -> Option<Attention> {
-        Some(ticket.attention)
+    fn read(&self, ticket: GatV2Output) -> Result<Attention> {
+        Ok(ticket.attention)
     }
 }
 
-/// Runs the forced interleaving with `conv` as the anti-pattern and as the stateless layer.
-/// `a` and `b` must have different attention (e.g. different edges), or the demo cannot tell
-/// whose attention a thread received.
+/// Runs both interleavings with `conv` as the anti-pattern and as the stateless layer. `a` and
+/// `b` must have different attention (e.g. different edges), or the demo cannot tell whose
+/// attention a thread received.
 pub fn run(conv: &GatV2Conv, a: &Request, b: &Request) -> Result<RaceDemo> {
+    Ok(RaceDemo {
+        a_reads_first: run_schedule(conv, a, b, Schedule::AReadsFirst)?,
+        b_reads_first: run_schedule(conv, a, b, Schedule::BReadsFirst)?,
+    })
+}
+
+/// Runs one interleaving with `conv` as the anti-pattern (a fresh one, its slot empty) and as
+/// the stateless layer.
+pub fn run_schedule(
+    conv: &GatV2Conv,
+    a: &Request,
+    b: &Request,
+    schedule: Schedule,
+) -> Result<Interleaving> {
     let expected = [
         (a.name.clone(), conv.forward(&a.x, &a.edge_index)?.attention),
         (b.name.clone(), conv.forward(&b.x, &b.edge_index)?.attention),
@@ -182,71 +303,119 @@ pub fn run(conv: &GatV2Conv, a: &Request, b: &Request) -> Result<RaceDemo> {
         )));
     }
     let stateful = StatefulGatV2::new(conv.clone());
-    Ok(RaceDemo {
-        stateful: interleave(&stateful, a, b, &expected)?,
-        stateless: interleave(conv, a, b, &expected)?,
+    Ok(Interleaving {
+        schedule,
+        stateful: interleave(&stateful, a, b, schedule, &expected)?,
+        stateless: interleave(conv, a, b, schedule, &expected)?,
     })
 }
 
-/// A forward, B forward, both read: enforced with two channels. Each sender moves into its
-/// thread, so a thread that fails or panics drops it and its peer gets an error instead of
-/// waiting forever.
+/// Why a demo thread stopped without an outcome: its own error, or its peer's disappearance
+/// (which is only ever a consequence of the peer's own error or panic).
+enum Stop {
+    Failed(WorkbookError),
+    LostPeer(WorkbookError),
+}
+
+/// What a demo thread ends with: its read (attention, or the anti-pattern's failed assertion),
+/// or why it stopped without one.
+type Played = std::result::Result<Result<Attention>, Stop>;
+
+/// One thread's part of the schedule: its write, then its read, each when its turn comes. The
+/// thread waits on `my_turn` when the previous step was the peer's, and signals `peer` when the
+/// next step is the peer's. Each sender moves into its thread, so a thread that fails or panics
+/// drops it and its peer gets an error instead of waiting forever.
+fn play<L: AttentionLayer>(
+    layer: &L,
+    request: &Request,
+    me: Who,
+    schedule: Schedule,
+    my_turn: Receiver<()>,
+    peer: Sender<()>,
+) -> Played {
+    let steps = schedule.steps();
+    let mut ticket = None;
+    let mut read = None;
+    for (k, &who) in steps.iter().enumerate() {
+        if who != me {
+            continue;
+        }
+        if k > 0 && steps[k - 1] != me {
+            my_turn.recv().map_err(|_| {
+                Stop::LostPeer(WorkbookError::Thread(format!(
+                    "race demo: the peer of thread {me:?} stopped before its step"
+                )))
+            })?;
+        }
+        match ticket.take() {
+            None => ticket = Some(layer.write(request).map_err(Stop::Failed)?),
+            Some(t) => read = Some(layer.read(t)),
+        }
+        if steps.get(k + 1).is_some_and(|&next| next != me) {
+            let _ = peer.send(()); // if the peer is gone, it reports why
+        }
+    }
+    read.ok_or_else(|| {
+        Stop::Failed(WorkbookError::Thread(format!(
+            "race demo: thread {me:?} has no read step in {schedule}"
+        )))
+    })
+}
+
+/// Runs `schedule` with two threads, enforced with two channels, and identifies what each read.
 fn interleave<L: AttentionLayer>(
     layer: &L,
     a: &Request,
     b: &Request,
+    schedule: Schedule,
     expected: &[(String, Attention)],
 ) -> Result<RaceReport> {
-    let (a_ran, a_ran_rx) = mpsc::channel::<()>();
-    let (b_ran, b_ran_rx) = mpsc::channel::<()>();
-    let lost = |peer: &str| {
-        WorkbookError::Thread(format!(
-            "race demo: thread {peer} stopped before its forward pass"
-        ))
-    };
+    let (to_a, a_turn) = mpsc::channel::<()>();
+    let (to_b, b_turn) = mpsc::channel::<()>();
     let (got_a, got_b) = std::thread::scope(|s| {
-        let thread_a = s.spawn(move || -> Result<Option<Attention>> {
-            let ticket = layer.infer(a);
-            let _ = a_ran.send(()); // 1. A has run (if B is gone, B reports why)
-            let ticket = ticket?;
-            b_ran_rx.recv().map_err(|_| lost("B"))?; // wait for 2.
-            Ok(layer.attention(ticket)) // 3.
-        });
-        let thread_b = s.spawn(move || -> Result<Option<Attention>> {
-            a_ran_rx.recv().map_err(|_| lost("A"))?; // wait for 1.
-            let ticket = layer.infer(b);
-            let _ = b_ran.send(()); // 2. B has run
-            Ok(layer.attention(ticket?)) // 3.
-        });
-        let join = |h: std::thread::ScopedJoinHandle<'_, Result<Option<Attention>>>, t: &str| {
-            h.join()
-                .map_err(|_| WorkbookError::Thread(format!("race demo: thread {t} panicked")))?
+        let thread_a = s.spawn(move || play(layer, a, Who::A, schedule, a_turn, to_b));
+        let thread_b = s.spawn(move || play(layer, b, Who::B, schedule, b_turn, to_a));
+        let join = |h: std::thread::ScopedJoinHandle<'_, Played>, t: &str| -> Played {
+            h.join().unwrap_or_else(|_| {
+                Err(Stop::Failed(WorkbookError::Thread(format!(
+                    "race demo: thread {t} panicked"
+                ))))
+            })
         };
         (join(thread_a, "A"), join(thread_b, "B"))
     });
+    // Report the root cause: a thread's own failure before its peer's "lost my peer".
+    let (got_a, got_b) = match (got_a, got_b) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(Stop::Failed(e)), _) | (_, Err(Stop::Failed(e))) => return Err(e),
+        (Err(Stop::LostPeer(e)), _) | (_, Err(Stop::LostPeer(e))) => return Err(e),
+    };
     let outcome =
-        |thread: &str, request: &Request, got: Option<Attention>| -> Result<ThreadOutcome> {
-            let owner = match &got {
-                None => None,
-                Some(att) => {
-                    let mut owner = None;
-                    for (name, want) in expected {
-                        if same_attention(att, want)? {
-                            owner = Some(name.clone());
-                        }
-                    }
-                    owner
-                }
+        |thread: &str, request: &Request, read: Result<Attention>| -> Result<ThreadOutcome> {
+            let (got, error) = match read {
+                Ok(att) => (Some(att), None),
+                // The race's second symptom is an outcome to report, not a failure of the demo.
+                Err(WorkbookError::SharedStateRace(msg)) => (None, Some(msg)),
+                Err(e) => return Err(e),
             };
+            let mut owner = None;
+            if let Some(att) = &got {
+                for (name, want) in expected {
+                    if same_attention(att, want)? {
+                        owner = Some(name.clone());
+                    }
+                }
+            }
             Ok(ThreadOutcome {
                 thread: thread.into(),
                 asked_for: request.name.clone(),
                 got: owner,
                 edges_received: got.map(|att| att.edge_index.num_edges()),
+                error,
             })
         };
     Ok(RaceReport {
         variant: L::NAME.into(),
-        outcomes: vec![outcome("A", a, got_a?)?, outcome("B", b, got_b?)?],
+        outcomes: vec![outcome("A", a, got_a)?, outcome("B", b, got_b)?],
     })
 }
