@@ -124,16 +124,11 @@ fn every_matrix_fixture_matches_pyg_in_the_layer() {
 }
 
 /// `improved=True` without edge weights is exactly `improved=False` in PyG 2.8.1, and with
-/// edge weights it is not: the fixtures themselves show the trap the layer reproduces.
+/// edge weights it is not: the layer reproduces the trap, and the config says when it applies.
 #[test]
 fn pyg_ignores_improved_without_edge_weights() {
-    let out = |name: &str| load(name).unwrap().tensors["expected.out"].clone();
-    let same = max_abs_diff(
-        &out("gcn_improved1_loops1_norm1_bias1_weighted0"),
-        &out("gcn_improved0_loops1_norm1_bias1_weighted0"),
-    );
-    assert!(same < 1e-6, "PyG's improved without weights: {same}");
-    // different weights and biases per file, so compare the layer on one set of parameters
+    // Each file has its own random parameters, so compare the layer with one set of them (the
+    // matrix test above already checks the layer against PyG's outputs in every case).
     let c = load("gcn_improved1_loops1_norm1_bias1_weighted1").unwrap();
     let mut plain = c.model.config().clone();
     if let workbook::LayerConfig::Gcn(g) = &mut plain.layers[0] {
