@@ -94,15 +94,33 @@ fn zero_counts_are_refused() {
 
 #[test]
 fn negative_numbers_are_refused() {
-    // clap parses unsigned arguments: a negative one is a usage error (exit 2) naming it
-    refused(&["train", "--model", "gcn", "--epochs", "-1"], &["--epochs"]);
-    refused(&["train", "--model", "gcn", "--seed", "-3"], &["--seed"]);
-    refused(&["bench", "--model", "gcn", "--warmup", "-1"], &["--warmup"]);
-    refused(&["bench", "--model", "gcn", "--threads", "-4"], &["--threads"]);
-    refused(&["bench", "--model", "gcn", "--sweep", "1000,-5"], &["--sweep"]);
-    refused(&["serve-demo", "--threads", "2,-1"], &["--threads"]);
-    refused(&["serve-demo", "--steps", "-1"], &["--steps"]);
-    refused(&["figures", "--requests", "-1"], &["--requests"]);
+    // clap parses unsigned arguments: a negative one is a usage error (exit 2). Written
+    // `--epochs=-1` the error names the argument; written `--epochs -1` clap reads `-1` as an
+    // unknown flag and names that.
+    for (flag, cmd) in [
+        ("--epochs", &["train", "--model", "gcn"][..]),
+        ("--seed", &["train", "--model", "gcn"]),
+        ("--epochs", &["demo"]),
+        ("--warmup", &["bench", "--model", "gcn"]),
+        ("--threads", &["bench", "--model", "gcn"]),
+        ("--sweep", &["bench", "--model", "gcn"]),
+        ("--serving-requests", &["bench", "--model", "gcn"]),
+        ("--threads", &["serve-demo"]),
+        ("--steps", &["serve-demo"]),
+        ("--requests", &["serve-demo"]),
+        ("--epochs", &["figures"]),
+        ("--requests", &["figures"]),
+    ] {
+        let mut args = cmd.to_vec();
+        let eq = format!("{flag}=-1");
+        args.push(&eq);
+        refused(&args, &[flag, "-1"]);
+        let mut args = cmd.to_vec();
+        args.extend([flag, "-1"]);
+        refused(&args, &["-1"]);
+    }
+    refused(&["serve-demo", "--threads=2,-1"], &["--threads"]);
+    refused(&["bench", "--model", "gcn", "--sweep=1000,-5"], &["--sweep"]);
     refused(
         &["data", "--dataset", "csbm:-5", "--out", "g.safetensors"],
         &["must be a node count"],
