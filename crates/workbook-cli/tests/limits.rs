@@ -33,7 +33,12 @@ fn run(args: &[&str], cwd: &Path) -> (Option<i32>, String) {
         std::thread::sleep(Duration::from_millis(20));
     };
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     (status.code(), err)
 }
 
@@ -51,7 +56,10 @@ fn refused(args: &[&str], needles: &[&str]) {
         "`{cmd}`: a panic or an abort instead of an error:\n{err}"
     );
     for n in needles {
-        assert!(err.contains(n), "`{cmd}`: the error should mention '{n}':\n{err}");
+        assert!(
+            err.contains(n),
+            "`{cmd}`: the error should mention '{n}':\n{err}"
+        );
     }
 }
 
@@ -60,7 +68,10 @@ fn zero_counts_are_refused() {
     refused(&["train", "--model", "gcn", "--epochs", "0"], &["--epochs"]);
     refused(&["demo", "--epochs", "0"], &["--epochs"]);
     refused(&["figures", "--epochs", "0", "--out", "f"], &["--epochs"]);
-    refused(&["figures", "--requests", "0", "--out", "f"], &["--requests"]);
+    refused(
+        &["figures", "--requests", "0", "--out", "f"],
+        &["--requests"],
+    );
     refused(&["bench", "--model", "gcn", "--epochs", "0"], &["--epochs"]);
     refused(&["bench", "--model", "gcn", "--threads", "0"], &["threads"]);
     refused(
@@ -120,7 +131,10 @@ fn negative_numbers_are_refused() {
         refused(&args, &["-1"]);
     }
     refused(&["serve-demo", "--threads=2,-1"], &["--threads"]);
-    refused(&["bench", "--model", "gcn", "--sweep=1000,-5"], &["--sweep"]);
+    refused(
+        &["bench", "--model", "gcn", "--sweep=1000,-5"],
+        &["--sweep"],
+    );
     refused(
         &["data", "--dataset", "csbm:-5", "--out", "g.safetensors"],
         &["must be a node count"],
@@ -133,13 +147,25 @@ fn huge_sizes_are_refused_with_the_memory_estimate() {
     for cmd in [
         &["train", "--model", "gcn", "--dataset", "csbm:1000000000000"][..],
         &["bench", "--model", "gcn", "--dataset", "csbm:1000000000000"],
-        &["data", "--dataset", "csbm:1000000000000", "--out", "g.safetensors"],
+        &[
+            "data",
+            "--dataset",
+            "csbm:1000000000000",
+            "--out",
+            "g.safetensors",
+        ],
         &["serve-demo", "--dataset", "csbm:1000000000000"],
     ] {
         refused(cmd, &["csbm:1000000000000", "needs about", "available"]);
     }
     refused(
-        &["data", "--dataset", "csbm:4000000000", "--out", "g.safetensors"],
+        &[
+            "data",
+            "--dataset",
+            "csbm:4000000000",
+            "--out",
+            "g.safetensors",
+        ],
         &["needs about", "available"],
     );
     // 4·10^8 nodes (about 260 GB): refused wherever less is available, which the test reads
@@ -156,7 +182,15 @@ fn huge_sizes_are_refused_with_the_memory_estimate() {
 #[test]
 fn huge_counts_and_thread_numbers_are_refused() {
     refused(
-        &["bench", "--model", "gcn", "--dataset", "karate", "--threads", "100000"],
+        &[
+            "bench",
+            "--model",
+            "gcn",
+            "--dataset",
+            "karate",
+            "--threads",
+            "100000",
+        ],
         &["between 1 and"],
     );
     refused(&["serve-demo", "--threads", "1,100000"], &["between 1 and"]);
@@ -184,7 +218,10 @@ fn huge_counts_and_thread_numbers_are_refused() {
     );
     refused(&["serve-demo", "--steps", big], &["--steps"]);
     refused(&["serve-demo", "--requests", big], &["--requests"]);
-    refused(&["bench", "--model", "gcn", "--sweep", "5000000000"], &["--sweep"]);
+    refused(
+        &["bench", "--model", "gcn", "--sweep", "5000000000"],
+        &["--sweep"],
+    );
 
     // a layer width nobody can allocate, and one whose products overflow
     let dir = tempfile::tempdir().unwrap();
@@ -205,7 +242,16 @@ fn huge_counts_and_thread_numbers_are_refused() {
         let cfg = d.join(name);
         for cmd in [
             vec!["predict", "--config", cfg.to_str().unwrap(), "--graph"],
-            vec!["export", "--format", "onnx", "--model", cfg.to_str().unwrap(), "--out", "m.onnx", "--weights"],
+            vec![
+                "export",
+                "--format",
+                "onnx",
+                "--model",
+                cfg.to_str().unwrap(),
+                "--out",
+                "m.onnx",
+                "--weights",
+            ],
         ] {
             let mut args = cmd.clone();
             args.push(fx.to_str().unwrap());
@@ -220,12 +266,27 @@ fn huge_counts_and_thread_numbers_are_refused() {
 #[test]
 fn overflowing_numbers_are_refused() {
     let past_u64 = "18446744073709551616"; // u64::MAX + 1
-    refused(&["train", "--model", "gcn", "--epochs", past_u64], &["--epochs"]);
-    refused(&["train", "--model", "gcn", "--seed", past_u64], &["--seed"]);
-    refused(&["bench", "--model", "gcn", "--threads", past_u64], &["--threads"]);
+    refused(
+        &["train", "--model", "gcn", "--epochs", past_u64],
+        &["--epochs"],
+    );
+    refused(
+        &["train", "--model", "gcn", "--seed", past_u64],
+        &["--seed"],
+    );
+    refused(
+        &["bench", "--model", "gcn", "--threads", past_u64],
+        &["--threads"],
+    );
     refused(&["serve-demo", "--requests", past_u64], &["--requests"]);
     refused(
-        &["data", "--dataset", &format!("csbm:{past_u64}"), "--out", "g.safetensors"],
+        &[
+            "data",
+            "--dataset",
+            &format!("csbm:{past_u64}"),
+            "--out",
+            "g.safetensors",
+        ],
         &["must be a node count"],
     );
     // the largest value that parses: warm-up plus repeats would overflow
@@ -234,10 +295,19 @@ fn overflowing_numbers_are_refused() {
         &["bench", "--model", "gcn", "--warmup", &max, "--epochs", "1"],
         &["--warmup"],
     );
-    refused(&["train", "--model", "gcn", "--epochs", &max], &["--epochs"]);
+    refused(
+        &["train", "--model", "gcn", "--epochs", &max],
+        &["--epochs"],
+    );
     refused(&["serve-demo", "--threads", &max], &["--threads"]);
     refused(
-        &["data", "--dataset", &format!("csbm:{max}"), "--out", "g.safetensors"],
+        &[
+            "data",
+            "--dataset",
+            &format!("csbm:{max}"),
+            "--out",
+            "g.safetensors",
+        ],
         &["needs about", "available"],
     );
 }

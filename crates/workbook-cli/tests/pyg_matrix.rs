@@ -59,16 +59,20 @@ fn predict(dir: &Path, name: &str) -> Result<bool, String> {
     }
     let ours = tensor_file::read(&out_path, &Device::Cpu).map_err(|e| e.to_string())?;
     let diff = max_diff(&ours.tensors["out"], &file.tensors["expected.out"]);
-    if !(diff < 1e-5) {
+    if diff.is_nan() || diff >= 1e-5 {
         return Err(format!("out differs from PyG by {diff}"));
     }
     if let Some(alpha) = file.tensors.get("expected.alpha") {
         let ei = ours.tensors["alpha_edge_index"].to_vec2::<i64>().unwrap();
-        if ei != file.tensors["expected.alpha_edge_index"].to_vec2::<i64>().unwrap() {
+        if ei
+            != file.tensors["expected.alpha_edge_index"]
+                .to_vec2::<i64>()
+                .unwrap()
+        {
             return Err("alpha_edge_index differs from PyG's".into());
         }
         let diff = max_diff(&ours.tensors["alpha"], alpha);
-        if !(diff < 1e-5) {
+        if diff.is_nan() || diff >= 1e-5 {
             return Err(format!("alpha differs from PyG by {diff}"));
         }
     }

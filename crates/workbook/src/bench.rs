@@ -115,7 +115,12 @@ pub fn bench(
     let base_rss_mb = resident_mb().map(|(rss, _)| rss);
     let at = graph.placement();
     crate::limits::check_memory(
-        &format!("timing on {} ({} nodes, {} edges)", graph.name, graph.num_nodes(), graph.num_edges()),
+        &format!(
+            "timing on {} ({} nodes, {} edges)",
+            graph.name,
+            graph.num_nodes(),
+            graph.num_edges()
+        ),
         crate::limits::training_bytes(&config, graph.num_nodes(), graph.num_edges()),
     )?;
     let (model, _) = Model::init(config, train_config.seed, at)?;

@@ -208,7 +208,9 @@ mod tests {
         assert!(check_threads("t", 0).is_err());
         assert!(check_count("c", 0, 0).is_ok());
         assert!(check_count("c", 0, 1).is_err());
-        let err = check_count("--epochs", usize::MAX, 1).unwrap_err().to_string();
+        let err = check_count("--epochs", usize::MAX, 1)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("--epochs") && err.contains("1000000"), "{err}");
     }
 }

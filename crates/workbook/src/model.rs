@@ -184,7 +184,7 @@ impl ModelConfig {
                     k + 1
                 )));
             }
-            let width = heads.checked_mul(o).unwrap_or(usize::MAX);
+            let width = heads.saturating_mul(o);
             if i > MAX_WIDTH || width > MAX_WIDTH {
                 return Err(WorkbookError::InvalidConfig(format!(
                     "layer {} ({name}): in_channels = {i}, heads × out_channels = {heads} × {o}: widths are limited to {MAX_WIDTH}",

@@ -83,19 +83,20 @@ fn check_layer(name: &str) -> Result<String, String> {
         .forward(&t["x"], &c.edge_index, t.get("edge_weight"))
         .map_err(|e| e.to_string())?;
     let diff = max_abs_diff(&out.logits, &t["expected.out"]);
-    if !(diff < TOL) {
+    if diff.is_nan() || diff >= TOL {
         return Err(format!("output differs from PyG by {diff}"));
     }
     let mut detail = format!("out within {diff:.1e}");
     if let Some(alpha) = t.get("expected.alpha") {
         let (_, att) = &out.attention[0];
         let ours = att.edge_index.to_tensor(&Device::Cpu).unwrap();
-        if ours.to_vec2::<i64>().unwrap() != t["expected.alpha_edge_index"].to_vec2::<i64>().unwrap()
+        if ours.to_vec2::<i64>().unwrap()
+            != t["expected.alpha_edge_index"].to_vec2::<i64>().unwrap()
         {
             return Err("attention edges differ from PyG's".into());
         }
         let diff = max_abs_diff(&att.weights, alpha);
-        if !(diff < TOL) {
+        if diff.is_nan() || diff >= TOL {
             return Err(format!("attention differs from PyG by {diff}"));
         }
         detail += &format!(", alpha within {diff:.1e}");
@@ -140,10 +141,21 @@ fn pyg_ignores_improved_without_edge_weights() {
     let w = t.get("edge_weight");
     let a = c.model.forward(&t["x"], &c.edge_index, w).unwrap().logits;
     let b = plain.forward(&t["x"], &c.edge_index, w).unwrap().logits;
-    assert!(max_abs_diff(&a, &b) > 1e-3, "with edge weights improved matters");
-    let a = c.model.forward(&t["x"], &c.edge_index, None).unwrap().logits;
+    assert!(
+        max_abs_diff(&a, &b) > 1e-3,
+        "with edge weights improved matters"
+    );
+    let a = c
+        .model
+        .forward(&t["x"], &c.edge_index, None)
+        .unwrap()
+        .logits;
     let b = plain.forward(&t["x"], &c.edge_index, None).unwrap().logits;
-    assert_eq!(max_abs_diff(&a, &b), 0.0, "without edge weights it does not");
+    assert_eq!(
+        max_abs_diff(&a, &b),
+        0.0,
+        "without edge weights it does not"
+    );
     assert_eq!(
         c.model.config().improved_ignored_layers(false),
         vec!["GCNConv".to_string()]

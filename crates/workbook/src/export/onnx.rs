@@ -416,7 +416,12 @@ fn last_loop_weight(b: &mut Builder, s: &Sizes, w: &str, fill: f32) -> String {
     // loop_ws followed by the fill value, at index count
     let candidates = b.op("Concat", &[&loop_ws, &fill_t], axis0, "loop_candidates");
     let count = b.op("Shape", &[&loop_nodes], vec![], "loop_count");
-    let count_f = b.op("Cast", &[&count], vec![attr_int("to", FLOAT as i64)], "loop_count_f");
+    let count_f = b.op(
+        "Cast",
+        &[&count],
+        vec![attr_int("to", FLOAT as i64)],
+        "loop_count_f",
+    );
     let axes0 = b.const_i64(&[0], &[1]);
     let count_scalar = b.op("Squeeze", &[&count_f, &axes0], vec![], "loop_count_scalar");
     let zero = b.const_f32(&[0.0], &[]);
@@ -427,7 +432,12 @@ fn last_loop_weight(b: &mut Builder, s: &Sizes, w: &str, fill: f32) -> String {
     let minus_half = b.const_f32(&[-0.5], &[]);
     let has = b.op("Greater", &[&last, &minus_half], vec![], "has_loop");
     let index_f = b.op("Where", &[&has, &last, &count_f], vec![], "loop_index_f");
-    let index = b.op("Cast", &[&index_f], vec![attr_int("to", INT64 as i64)], "loop_index");
+    let index = b.op(
+        "Cast",
+        &[&index_f],
+        vec![attr_int("to", INT64 as i64)],
+        "loop_index",
+    );
     b.gather_rows(&candidates, &index)
 }
 

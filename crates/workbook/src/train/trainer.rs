@@ -196,7 +196,12 @@ impl Trainer {
             l.set_phase("init");
         }
         crate::limits::check_memory(
-            &format!("training on {} ({} nodes, {} edges)", graph.name, graph.num_nodes(), graph.num_edges()),
+            &format!(
+                "training on {} ({} nodes, {} edges)",
+                graph.name,
+                graph.num_nodes(),
+                graph.num_edges()
+            ),
             crate::limits::training_bytes(&config, graph.num_nodes(), graph.num_edges()),
         )?;
         let (model, _) = Model::init(config, train_config.seed, graph.placement())?;
