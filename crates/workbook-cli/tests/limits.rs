@@ -191,12 +191,12 @@ fn huge_counts_and_thread_numbers_are_refused() {
             "--threads",
             "100000",
         ],
-        &["between 1 and"],
+        &["at most"],
     );
-    refused(&["serve-demo", "--threads", "1,100000"], &["between 1 and"]);
+    refused(&["serve-demo", "--threads", "1,100000"], &["at most"]);
     refused(
         &["bench", "--model", "gcn", "--serving-threads", "100000"],
-        &["between 1 and"],
+        &["at most"],
     );
     let big = "1000000000000";
     refused(&["train", "--model", "gcn", "--epochs", big], &["--epochs"]);

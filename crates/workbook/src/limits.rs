@@ -46,7 +46,7 @@ pub fn check_threads(what: &str, threads: usize) -> Result<()> {
     let max = max_threads();
     if threads == 0 || threads > max {
         return Err(WorkbookError::InvalidConfig(format!(
-            "{what} = {threads}: a thread count must be between 1 and {max} (4 per core on this machine, at least 256)"
+            "{what} = {threads}: use at least 1 thread and at most {max} (4 per core on this machine, and at least 256)"
         )));
     }
     Ok(())
