@@ -6,8 +6,10 @@ Usage: check_onnx.py DIR [--tol 1e-4]
 DIR/manifest.json lists cases written by the Rust test `crates/workbook/tests/export.rs`:
   [{"name": ..., "model": "gcn2.onnx", "inputs": "graph_cora.safetensors",
     "expected": "gcn2__cora.safetensors"}, ...]
-Each inputs file holds x (float32 [N, F]) and edge_index (int64 [2, E]); each expected file
-holds the Rust outputs under the ONNX output names (logits, and attention_* when exported).
+Each inputs file holds x (float32 [N, F]) and edge_index (int64 [2, E]), and edge_weight
+(float32 [E]) for models exported with an edge_weight input; each expected file holds the
+reference outputs (Rust's, or PyG's for the option matrix of crates/workbook/tests/pyg_matrix.rs)
+under the ONNX output names (logits, and attention_* when exported).
 Every output of every case is compared; the script prints one line per case and exits 1 if
 any difference exceeds the tolerance, or if a predicted class differs.
 Needs: pip install onnxruntime numpy safetensors
@@ -44,6 +46,13 @@ def main() -> int:
         inputs = load_file(os.path.join(args.dir, case["inputs"]))
         expected = load_file(os.path.join(args.dir, case["expected"]))
         feeds = {"x": inputs["x"].astype(np.float32), "edge_index": inputs["edge_index"].astype(np.int64)}
+        wanted = {i.name for i in sess.get_inputs()}
+        if "edge_weight" in wanted:
+            if "edge_weight" not in inputs:
+                print(f"FAIL {case['name']}: the model takes edge_weight but the inputs have none")
+                failures += 1
+                continue
+            feeds["edge_weight"] = inputs["edge_weight"].astype(np.float32)
         names = [o.name for o in sess.get_outputs()]
         got = dict(zip(names, sess.run(names, feeds)))
         worst = {}

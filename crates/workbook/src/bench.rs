@@ -99,6 +99,8 @@ pub fn bench(
             "bench needs at least one timed repeat".into(),
         ));
     }
+    crate::limits::check_count("repeats (--epochs)", runs.repeats, 1)?;
+    crate::limits::check_count("warm-up runs (--warmup)", runs.warmup, 0)?;
     let (y, split) = match (graph.y(), graph.split()) {
         (Some(y), Some(s)) if s.train.dim(0)? > 0 => (y, s),
         _ => {
@@ -112,6 +114,15 @@ pub fn bench(
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let base_rss_mb = resident_mb().map(|(rss, _)| rss);
     let at = graph.placement();
+    crate::limits::check_memory(
+        &format!(
+            "timing on {} ({} nodes, {} edges)",
+            graph.name,
+            graph.num_nodes(),
+            graph.num_edges()
+        ),
+        crate::limits::training_bytes(&config, graph.num_nodes(), graph.num_edges()),
+    )?;
     let (model, _) = Model::init(config, train_config.seed, at)?;
     let mut opt = train_config.optimizer(&model)?;
     let mut dropout = train_config.dropout(at.device());

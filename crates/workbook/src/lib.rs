@@ -49,6 +49,7 @@ pub mod graph_file;
 pub mod inspect;
 pub mod layers;
 pub mod ledger;
+pub mod limits;
 pub mod model;
 pub mod ops;
 pub mod placement;

@@ -37,6 +37,10 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
+/// The largest layer width (`in_channels`, `heads × out_channels`) a config may ask for: far
+/// beyond any real model, small enough that parameter sizes cannot overflow.
+pub const MAX_WIDTH: usize = 1 << 24;
+
 /// One layer's PyG constructor call: `{"layer": "GCNConv" | "GATv2Conv", ...arguments}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "layer")]
@@ -167,6 +171,27 @@ impl ModelConfig {
                 "a model needs at least one layer".into(),
             ));
         }
+        // Sizes first, before anything multiplies them: a width nobody can allocate, or one
+        // whose products overflow, is an error here, not an abort later.
+        for (k, layer) in self.layers.iter().enumerate() {
+            let (name, i, o, heads) = match layer {
+                LayerConfig::Gcn(c) => ("GCNConv", c.in_channels, c.out_channels, 1),
+                LayerConfig::GatV2(c) => ("GATv2Conv", c.in_channels, c.out_channels, c.heads),
+            };
+            if i == 0 || o == 0 || heads == 0 {
+                return Err(WorkbookError::InvalidConfig(format!(
+                    "layer {} ({name}): in_channels, out_channels and heads must be at least 1 (got {i}, {o}, {heads})",
+                    k + 1
+                )));
+            }
+            let width = heads.saturating_mul(o);
+            if i > MAX_WIDTH || width > MAX_WIDTH {
+                return Err(WorkbookError::InvalidConfig(format!(
+                    "layer {} ({name}): in_channels = {i}, heads × out_channels = {heads} × {o}: widths are limited to {MAX_WIDTH}",
+                    k + 1
+                )));
+            }
+        }
         for (k, pair) in self.layers.windows(2).enumerate() {
             if pair[0].output_width() != pair[1].in_channels() {
                 return Err(WorkbookError::InvalidConfig(format!(
@@ -190,6 +215,27 @@ impl ModelConfig {
             }
         }
         Ok(())
+    }
+
+    /// The layers (named `conv1`, ... or `GCNConv` for a bare layer) whose `improved = true` has
+    /// no effect because the graph has no edge weights: PyG ignores it then, and so does the
+    /// workbook (see [`crate::layers::gcn_conv`]).
+    pub fn improved_ignored_layers(&self, has_edge_weight: bool) -> Vec<String> {
+        self.layers
+            .iter()
+            .enumerate()
+            .filter_map(|(k, l)| match l {
+                LayerConfig::Gcn(c) if c.improved_is_ignored(has_edge_weight) => {
+                    let p = self.prefix(k);
+                    Some(if p.is_empty() {
+                        "GCNConv".to_string()
+                    } else {
+                        p.trim_end_matches('.').to_string()
+                    })
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     /// The name prefix of layer `k` (0-based): `conv{k+1}.`, or nothing for a bare layer.
@@ -272,6 +318,16 @@ impl Model {
         at: impl Into<Placement>,
     ) -> Result<(Self, VarMap)> {
         config.validate()?;
+        // parameters, gradients and two Adam moments
+        let elements: u64 = config
+            .parameter_shapes()
+            .iter()
+            .map(|(_, s)| s.iter().map(|&d| d as u64).product::<u64>())
+            .sum();
+        crate::limits::check_memory(
+            &format!("a model of {elements} parameters"),
+            elements.saturating_mul(16),
+        )?;
         let at = at.into();
         let device = at.device();
         let mut rng = ChaCha8Rng::seed_from_u64(seed);

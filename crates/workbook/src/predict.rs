@@ -44,7 +44,13 @@ pub struct PredictSummary {
     pub written: Vec<String>,
     /// Tensors in the weights file that the model does not use.
     pub ignored: Vec<String>,
+    /// GCN layers whose `improved = true` had no effect because the graph has no edge weights
+    /// (PyG ignores it then, and so does the workbook): `conv1`, ... or `GCNConv`.
+    pub improved_ignored: Vec<String>,
 }
+
+/// The note `predict` prints when [`PredictSummary::improved_ignored`] is not empty.
+pub const IMPROVED_NOTE: &str = "PyG ignores improved without edge weights; the workbook matches PyG; pass edge weights of 1.0 to get A + 2I";
 
 /// Loads a model from a config file and a weights file onto `device`. Returns the model and the
 /// names of unused tensors.
@@ -95,6 +101,9 @@ pub fn predict_files(paths: &PredictPaths, device: impl Into<Placement>) -> Resu
     let at = device.into();
     let (model, ignored) = load_model(paths.config, paths.weights, paths.weights_prefix, &at)?;
     let graph = Graph::load(paths.graph, &at)?;
+    let improved_ignored = model
+        .config()
+        .improved_ignored_layers(graph.edge_weight().is_some());
     let out = model.forward_graph(&graph)?;
     let mut tensors: Vec<(String, Tensor)> = vec![("out".into(), out.logits.clone())];
     let cpu = Device::Cpu;
@@ -117,5 +126,6 @@ pub fn predict_files(paths: &PredictPaths, device: impl Into<Placement>) -> Resu
         out_shape: out.logits.dims().to_vec(),
         written: tensors.into_iter().map(|(n, _)| n).collect(),
         ignored,
+        improved_ignored,
     })
 }

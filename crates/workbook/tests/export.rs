@@ -388,6 +388,7 @@ fn onnx_export_matches_onnxruntime_on_several_graph_sizes() {
             &dir.join(&file),
             &onnx::OnnxOptions {
                 attention: *attention,
+                ..Default::default()
             },
         )
         .unwrap();

@@ -61,6 +61,24 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     if args.epochs == 0 {
         bail!("--epochs must be at least 1 (the number of timed repeats)");
     }
+    // Every count is checked before any work, so a typo fails at once, not after a sweep.
+    use workbook::limits::{check_count, check_threads};
+    check_count("--epochs", args.epochs, 1)?;
+    check_count("--warmup", args.warmup, 0)?;
+    for &t in &args.serving_threads {
+        check_threads("--serving-threads", t)?;
+    }
+    if !args.serving_threads.is_empty() {
+        check_count("--serving-requests", args.serving_requests, 1)?;
+    }
+    for &n in &args.sweep {
+        if n > workbook::limits::MAX_NODES {
+            bail!(
+                "--sweep {n}: graphs are limited to {} nodes",
+                workbook::limits::MAX_NODES
+            );
+        }
+    }
     if args.figure.is_some() && args.sweep.is_empty() {
         bail!("--figure draws a sweep: add --sweep with node counts, e.g. --sweep 1000,10000");
     }

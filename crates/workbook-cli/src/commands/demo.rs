@@ -35,6 +35,7 @@ impl Default for Args {
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
+    workbook::limits::check_count("--epochs", args.epochs, 1)?;
     let graph = datasets::karate(&chosen.placement).context("building the karate graph")?;
     println!(
         "Zachary's karate club: {} members, {} directed edges, {} communities, {} labelled member(s) per community",

@@ -37,6 +37,10 @@ pub struct Args {
     /// ONNX: also output each GATv2 layer's attention and the edge list it is over.
     #[arg(long)]
     attention: bool,
+    /// ONNX: take a third input edge_weight float32 [num_edges] for the GCN layers (without it
+    /// every edge weighs 1 and, as in PyG, improved=true has no effect).
+    #[arg(long)]
+    edge_weight: bool,
 }
 
 fn load(args: &Args, chosen: &Chosen) -> Result<Model> {
@@ -90,16 +94,22 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
                 &args.out,
                 &onnx::OnnxOptions {
                     attention: args.attention,
+                    edge_weight: args.edge_weight,
                 },
             )?;
             let graph = proto.graph.unwrap_or_default();
             let outputs: Vec<&str> = graph.output.iter().map(|o| o.name.as_str()).collect();
             println!(
-                "wrote {}: ONNX opset {}, {} nodes; inputs x [num_nodes, {}] float32, edge_index [2, num_edges] int64; outputs {}",
+                "wrote {}: ONNX opset {}, {} nodes; inputs x [num_nodes, {}] float32, edge_index [2, num_edges] int64{}; outputs {}",
                 args.out.display(),
                 onnx::OPSET,
                 graph.node.len(),
                 model.config().layers[0].in_channels(),
+                if args.edge_weight {
+                    ", edge_weight [num_edges] float32"
+                } else {
+                    ""
+                },
                 outputs.join(", ")
             );
         }

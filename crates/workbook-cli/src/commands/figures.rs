@@ -47,6 +47,8 @@ pub enum Figure {
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
+    workbook::limits::check_count("--epochs", args.epochs, 1)?;
+    workbook::limits::check_count("--requests", args.requests, 1)?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
 

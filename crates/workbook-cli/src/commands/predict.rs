@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use workbook::device::Chosen;
-use workbook::predict::{predict_files, PredictPaths};
+use workbook::predict::{predict_files, PredictPaths, IMPROVED_NOTE};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -41,6 +41,12 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
             "note: {} tensor(s) in the weights file are not used by the model: {}",
             summary.ignored.len(),
             summary.ignored.join(", ")
+        );
+    }
+    if !summary.improved_ignored.is_empty() {
+        eprintln!(
+            "note: improved=true in {}: {IMPROVED_NOTE}",
+            summary.improved_ignored.join(", ")
         );
     }
     println!(

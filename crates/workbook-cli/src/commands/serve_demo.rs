@@ -57,6 +57,14 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     if args.steps == 0 {
         bail!("--steps must be at least 1");
     }
+    use workbook::limits::{check_count, check_threads};
+    for &t in &args.threads {
+        check_threads("--threads", t)?;
+    }
+    check_count("--steps", args.steps, 1)?;
+    if let Some(r) = args.requests {
+        check_count("--requests", r, 1)?;
+    }
     let graph = datasets::load(&args.dataset, args.data_dir.as_deref(), &chosen.placement)
         .with_context(|| format!("loading dataset '{}'", args.dataset))?;
     let requests = args

@@ -81,6 +81,7 @@ pub fn train_with_bar(
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
+    workbook::limits::check_count("--epochs", args.epochs, 1)?;
     let ledger = Ledger::new();
     let at = if args.ledger {
         chosen.placement.clone().with_ledger(&ledger)

@@ -67,10 +67,28 @@ pub fn csbm(config: &CsbmConfig, device: impl Into<Placement>) -> Result<Graph> 
             "csbm needs at least 2 classes, 1 feature and as many nodes as classes (got {n} nodes, {c} classes, {f} features)"
         )));
     }
-    if !(0.0..=1.0).contains(&config.homophily) || config.avg_degree < 0.0 || config.noise < 0.0 {
+    let usable = (0.0..=1.0).contains(&config.homophily)
+        && (0.0..=1e6).contains(&config.avg_degree)
+        && config.noise >= 0.0
+        && config.noise.is_finite();
+    if !usable {
         return Err(WorkbookError::InvalidConfig(
-            "csbm: homophily must be in [0, 1]; degree and noise must be non-negative".into(),
+            "csbm: homophily must be in [0, 1], the degree in [0, 1000000] and the noise finite and non-negative".into(),
         ));
+    }
+    // Before allocating anything: a size that cannot fit is an error, not an abort.
+    crate::limits::check_memory(
+        &format!(
+            "csbm:{n} ({f} features, ~{} edges per node)",
+            config.avg_degree
+        ),
+        crate::limits::csbm_bytes(n, f, config.avg_degree),
+    )?;
+    if n > crate::limits::MAX_NODES {
+        return Err(WorkbookError::InvalidConfig(format!(
+            "csbm:{n}: graphs are limited to {} nodes (node ids are 32-bit)",
+            crate::limits::MAX_NODES
+        )));
     }
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
     let labels: Vec<i64> = (0..n).map(|i| (i % c) as i64).collect::<Vec<_>>();

@@ -7,7 +7,7 @@
 //! (the edges after self-loop handling, in the order the Rust layer reports them).
 //!
 //! **Opset 18, standard operators only** (IR version 8): `Shape`, `Gather`, `Squeeze`,
-//! `Unsqueeze`, `Range`, `Equal`, `Not`, `Compress`, `Concat`, `ConstantOfShape`, `Gemm`,
+//! `Unsqueeze`, `Range`, `Equal`, `Not`, `Compress`, `Concat`, `ConstantOfShape`, `Cast`, `Gemm`,
 //! `Reshape`, `Expand`, `Mul`, `Add`, `Sub`, `Div`, `Exp`, `Pow`, `Max`, `Greater`, `Where`, `LeakyRelu`,
 //! `ReduceSum`, `ReduceMean`, `Relu`, `Elu`, `Identity` and `ScatterElements` (axis 0) with
 //! `reduction="add"` (opset 16) and `reduction="max"` (opset 18). The graph reproduces PyG exactly:
@@ -15,9 +15,13 @@
 //! * self-loops: existing loops are dropped with `Compress` on the mask `src != dst`, and one
 //!   loop per node (`Range(0, num_nodes)`) is appended — PyG's `remove_self_loops` +
 //!   `add_self_loops` (GATv2) and, for GCN, `add_remaining_self_loops` (a node that had a loop
-//!   keeps weight 1, others get the fill value, 2 when `improved`);
+//!   keeps that loop's weight, others get the fill value: 2 when `improved` **and** the file
+//!   takes edge weights, else 1, because PyG ignores `improved` without edge weights);
 //! * GCN: `deg = scatter_add(w, dst)`, `norm = deg^-1/2[src] * w * deg^-1/2[dst]` (0 where
-//!   `deg = 0`), `out = scatter_add(norm * (x W^T)[src], dst) + bias`;
+//!   `deg = 0`), `out = scatter_add(norm * (x W^T)[src], dst) + bias`; with
+//!   `normalize=false`, `out = scatter_add(w * (x W^T)[src], dst) + bias` on the edges as given.
+//!   `w` is 1 per edge, or the optional input `edge_weight: float32 [num_edges]`
+//!   ([`OnnxOptions::edge_weight`]);
 //! * GATv2: `e = att · leaky_relu(x_l[src] + x_r[dst])`, the per-destination softmax as in
 //!   PyG's `utils.softmax` (subtract the per-target max, a *segment max* computed with
 //!   `ScatterElements(reduction="max")` into a tensor filled with the lowest float, then
@@ -57,6 +61,11 @@ pub struct OnnxOptions {
     /// Also output each GATv2 layer's attention (`attention_convK`) and the edge list it is
     /// over (`attention_edge_index`).
     pub attention: bool,
+    /// Take a third input `edge_weight: float32 [num_edges]` for the GCN layers (PyG's
+    /// `GCNConv(x, edge_index, edge_weight)`). Without it every edge weighs 1, and, as in PyG,
+    /// `improved` then has no effect. Refused for models with GATv2 layers, which take no edge
+    /// weights.
+    pub edge_weight: bool,
 }
 
 /// Builds nodes with fresh names.
@@ -327,6 +336,7 @@ fn without_change(s: &Sizes) -> Edges {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn gcn_layer(
     b: &mut Builder,
     s: &Sizes,
@@ -335,49 +345,46 @@ fn gcn_layer(
     weight: &Tensor,
     bias: Option<&Tensor>,
     prefix: &str,
+    edge_weight: Option<&str>,
 ) -> Result<String> {
-    if !c.normalize {
-        return Err(WorkbookError::InvalidConfig(
-            "ONNX export supports GCNConv(normalize=true) only".into(),
-        ));
-    }
     let w = b.param(&format!("{prefix}lin.weight"), weight)?;
     let h = b.op("Gemm", &[h_in, &w], vec![attr_int("transB", 1)], "gcn_lin");
-    let (edges, weight) = if c.add_self_loops {
-        // add_remaining_self_loops without edge weights: kept edges weigh 1; a node's loop
-        // weighs 1 if the input had one (PyG keeps its weight), else the fill value.
-        let e = with_self_loops(b, s);
-        let axis0 = vec![attr_int("axis", 0)];
-        let src_k = b.op(
-            "Compress",
-            &[&s.src, &s.not_loop],
-            axis0.clone(),
-            "src_kept",
-        );
-        let kept_shape = b.op("Shape", &[&src_k], vec![], "kept_shape");
-        let kept_w = b.filled(&kept_shape, 1.0, "kept_w");
-        let fill = if c.improved { 2.0 } else { 1.0 };
-        let loop_w = if c.improved {
-            // has_loop[i] = max over input loops at i of 1 (0 if none).
-            let is_loop = b.op("Not", &[&s.not_loop], vec![], "is_loop");
-            let loop_nodes = b.op("Compress", &[&s.dst, &is_loop], axis0.clone(), "loop_nodes");
-            let loop_shape = b.op("Shape", &[&loop_nodes], vec![], "loop_shape");
-            let ones = b.filled(&loop_shape, 1.0, "ones");
-            let zeros = b.filled(&s.n_1d, 0.0, "zeros");
-            let has = b.scatter_rows(&zeros, &loop_nodes, &ones, 1, "max");
-            let k = b.const_f32(&[fill - 1.0], &[]);
-            let f = b.const_f32(&[fill], &[]);
-            let sub = b.op("Mul", &[&has, &k], vec![], "loop_w_sub");
-            b.op("Sub", &[&f, &sub], vec![], "loop_w")
-        } else {
-            b.filled(&s.n_1d, fill, "loop_w")
+    let axis0 = vec![attr_int("axis", 0)];
+    let ones_per_edge = |b: &mut Builder, edges: &str, hint: &str| {
+        let shape = b.op("Shape", &[edges], vec![], "edge_shape");
+        b.filled(&shape, 1.0, hint)
+    };
+    if !c.normalize {
+        // PyG: no self-loops, no normalisation; the edge weights (or 1) as given.
+        let e = without_change(s);
+        let w = match edge_weight {
+            Some(w) => w.to_string(),
+            None => ones_per_edge(b, &e.src, "edge_w"),
         };
-        let w = b.op("Concat", &[&kept_w, &loop_w], axis0, "edge_w");
-        (e, w)
+        return gcn_aggregate(b, s, &h, &e, &w, c, bias, prefix);
+    }
+    let (edges, weight) = if c.add_self_loops {
+        // add_remaining_self_loops: edges that are not loops keep their weight; every node gets
+        // one loop, weighing what the input's (last) loop at that node weighed, else the fill.
+        let e = with_self_loops(b, s);
+        let loop_w = match edge_weight {
+            Some(w) => {
+                let kept = b.op("Compress", &[w, &s.not_loop], axis0.clone(), "kept_w");
+                let fill = if c.improved { 2.0 } else { 1.0 };
+                let loop_w = last_loop_weight(b, s, w, fill);
+                b.op("Concat", &[&kept, &loop_w], axis0, "edge_w")
+            }
+            // PyG 2.8: without edge weights add_remaining_self_loops drops the fill value and
+            // gcn_norm weighs every edge 1, so `improved` has no effect here.
+            None => ones_per_edge(b, &e.src, "edge_w"),
+        };
+        (e, loop_w)
     } else {
         let e = without_change(s);
-        let shape = b.op("Shape", &[&e.src], vec![], "edge_shape");
-        let w = b.filled(&shape, 1.0, "edge_w");
+        let w = match edge_weight {
+            Some(w) => w.to_string(),
+            None => ones_per_edge(b, &e.src, "edge_w"),
+        };
         (e, w)
     };
     let zeros = b.filled(&s.n_1d, 0.0, "deg0");
@@ -393,8 +400,61 @@ fn gcn_layer(
     let dis_dst = b.gather_rows(&dis, &edges.dst);
     let norm = b.op("Mul", &[&dis_src, &weight], vec![], "norm");
     let norm = b.op("Mul", &[&norm, &dis_dst], vec![], "norm");
-    let norm_col = b.unsqueeze(&norm, 1);
-    let h_src = b.gather_rows(&h, &edges.src);
+    gcn_aggregate(b, s, &h, &edges, &norm, c, bias, prefix)
+}
+
+/// Per node, the weight of the input's last self-loop at that node (PyG keeps it), or `fill`
+/// where the node had none. The position of each node's last loop is found with a max-scatter
+/// of positions, so repeated loops at one node resolve as in PyG (the last one wins) and not by
+/// ScatterElements' unspecified order for duplicates.
+fn last_loop_weight(b: &mut Builder, s: &Sizes, w: &str, fill: f32) -> String {
+    let axis0 = vec![attr_int("axis", 0)];
+    let is_loop = b.op("Not", &[&s.not_loop], vec![], "is_loop");
+    let loop_nodes = b.op("Compress", &[&s.dst, &is_loop], axis0.clone(), "loop_nodes");
+    let loop_ws = b.op("Compress", &[w, &is_loop], axis0.clone(), "loop_ws");
+    let fill_t = b.const_f32(&[fill], &[1]);
+    // loop_ws followed by the fill value, at index count
+    let candidates = b.op("Concat", &[&loop_ws, &fill_t], axis0, "loop_candidates");
+    let count = b.op("Shape", &[&loop_nodes], vec![], "loop_count");
+    let count_f = b.op(
+        "Cast",
+        &[&count],
+        vec![attr_int("to", FLOAT as i64)],
+        "loop_count_f",
+    );
+    let axes0 = b.const_i64(&[0], &[1]);
+    let count_scalar = b.op("Squeeze", &[&count_f, &axes0], vec![], "loop_count_scalar");
+    let zero = b.const_f32(&[0.0], &[]);
+    let one = b.const_f32(&[1.0], &[]);
+    let positions = b.op("Range", &[&zero, &count_scalar, &one], vec![], "loop_pos");
+    let none = b.filled(&s.n_1d, -1.0, "no_loop");
+    let last = b.scatter_rows(&none, &loop_nodes, &positions, 1, "max");
+    let minus_half = b.const_f32(&[-0.5], &[]);
+    let has = b.op("Greater", &[&last, &minus_half], vec![], "has_loop");
+    let index_f = b.op("Where", &[&has, &last, &count_f], vec![], "loop_index_f");
+    let index = b.op(
+        "Cast",
+        &[&index_f],
+        vec![attr_int("to", INT64 as i64)],
+        "loop_index",
+    );
+    b.gather_rows(&candidates, &index)
+}
+
+/// `out = scatter_add(w * h[src], dst) + bias`.
+#[allow(clippy::too_many_arguments)]
+fn gcn_aggregate(
+    b: &mut Builder,
+    s: &Sizes,
+    h: &str,
+    edges: &Edges,
+    w: &str,
+    c: &GcnConfig,
+    bias: Option<&Tensor>,
+    prefix: &str,
+) -> Result<String> {
+    let norm_col = b.unsqueeze(w, 1);
+    let h_src = b.gather_rows(h, &edges.src);
     let messages = b.op("Mul", &[&h_src, &norm_col], vec![], "messages");
     let c_out = b.const_i64(&[c.out_channels as i64], &[1]);
     let out_shape = b.op(
@@ -533,7 +593,7 @@ fn gatv2_layer(
 
 /// Builds the ONNX model of `model` (its eval-mode forward pass; dropout is not exported).
 /// Run [`crate::export::preflight::check`] first: this function only refuses what it cannot
-/// express (non-f32 parameters, `GCNConv(normalize=false)`).
+/// express (non-f32 parameters, an `edge_weight` input for GATv2 layers).
 pub fn to_onnx(model: &Model, options: &OnnxOptions) -> Result<ModelProto> {
     if let Some((name, t)) = model
         .named_parameters()
@@ -546,6 +606,11 @@ pub fn to_onnx(model: &Model, options: &OnnxOptions) -> Result<ModelProto> {
         )));
     }
     let config = model.config();
+    if options.edge_weight && model.layers().iter().any(|l| matches!(l, Layer::GatV2(_))) {
+        return Err(WorkbookError::InvalidConfig(
+            "ONNX export with an edge_weight input: GATv2Conv takes no edge weights (PyG's GATv2Conv without edge_dim rejects them); export without OnnxOptions::edge_weight".into(),
+        ));
+    }
     let mut b = Builder {
         nodes: Vec::new(),
         initializers: Vec::new(),
@@ -566,6 +631,7 @@ pub fn to_onnx(model: &Model, options: &OnnxOptions) -> Result<ModelProto> {
                 conv.weight(),
                 conv.bias(),
                 &prefix,
+                options.edge_weight.then_some("edge_weight"),
             )?,
             Layer::GatV2(conv) => {
                 let o = gatv2_layer(
@@ -633,6 +699,13 @@ pub fn to_onnx(model: &Model, options: &OnnxOptions) -> Result<ModelProto> {
             ));
         }
     }
+    let mut input = vec![
+        value_info("x", FLOAT, &[Err("num_nodes"), Ok(features)]),
+        value_info("edge_index", INT64, &[Ok(2), Err("num_edges")]),
+    ];
+    if options.edge_weight {
+        input.push(value_info("edge_weight", FLOAT, &[Err("num_edges")]));
+    }
     let config_json = serde_json::to_string(config)
         .map_err(|e| WorkbookError::InvalidConfig(format!("cannot serialise the config: {e}")))?;
     Ok(ModelProto {
@@ -648,10 +721,7 @@ pub fn to_onnx(model: &Model, options: &OnnxOptions) -> Result<ModelProto> {
             node: b.nodes,
             name: "workbook_gnn".into(),
             initializer: b.initializers,
-            input: vec![
-                value_info("x", FLOAT, &[Err("num_nodes"), Ok(features)]),
-                value_info("edge_index", INT64, &[Ok(2), Err("num_edges")]),
-            ],
+            input,
             output: outputs,
             ..Default::default()
         }),

@@ -1,9 +1,17 @@
 //! `GcnConv`: the graph convolution of Kipf & Welling (2017), as PyG's `GCNConv`.
 //!
-//! `X' = D̂^{-1/2} Â D̂^{-1/2} X Θ + b`, where `Â = A + I` (or `A + 2I` when `improved`) with
-//! self-loops added only for nodes that lack one (PyG's `add_remaining_self_loops`), `D̂` its
-//! weighted in-degree, and an optional edge weight in place of each 1 in `A`. Messages flow from
-//! `edge_index[0]` to `edge_index[1]`.
+//! `X' = D̂^{-1/2} Â D̂^{-1/2} X Θ + b`, where `Â = A + I` (or `A + 2I` when `improved`, see
+//! below) with self-loops added only for nodes that lack one (PyG's `add_remaining_self_loops`),
+//! `D̂` its weighted in-degree, and an optional edge weight in place of each 1 in `A`. Messages
+//! flow from `edge_index[0]` to `edge_index[1]`.
+//!
+//! **`improved` does nothing without edge weights, as in PyG.** PyG 2.8's `gcn_norm` calls
+//! `add_remaining_self_loops(edge_index, None, fill_value=2.0)`, which drops the fill value when
+//! there are no edge attributes, and then gives every edge, self-loops included, weight 1. So
+//! `GCNConv(improved=True)` on an unweighted graph computes exactly `improved=False`; only with
+//! `edge_weight` do the added self-loops weigh 2. This layer (and training, and the ONNX export)
+//! reproduces that, because PyG's outputs are the reference. To get `A + 2I` on an unweighted
+//! graph, pass edge weights of 1.0 ([`GcnConfig::improved_is_ignored`] tells the two cases apart).
 //!
 //! Parameters carry PyG's names, so a PyG `state_dict` loads unchanged: `lin.weight`
 //! `[out, in]` and `bias` `[out]`.
@@ -42,7 +50,8 @@ use std::sync::OnceLock;
 pub struct GcnConfig {
     pub in_channels: usize,
     pub out_channels: usize,
-    /// Self-loops weigh 2 instead of 1 (`Â = A + 2I`).
+    /// Added self-loops weigh 2 instead of 1 (`Â = A + 2I`), **only when edge weights are
+    /// given**: without them PyG (and this layer) ignore it; see the module docs.
     #[serde(default)]
     pub improved: bool,
     /// Reuse the normalised edges of the first call.
@@ -75,6 +84,14 @@ impl GcnConfig {
             normalize: true,
             bias: true,
         }
+    }
+
+    /// Whether `improved = true` is set but has no effect on a graph with (`true`) or without
+    /// (`false`) edge weights, as in PyG: it only changes the weight of added self-loops, and PyG
+    /// drops that weight when there are no edge weights (see the module docs). `predict` uses
+    /// it to print a note.
+    pub fn improved_is_ignored(&self, has_edge_weight: bool) -> bool {
+        self.improved && self.normalize && self.add_self_loops && !has_edge_weight
     }
 
     /// Parameter names (without prefix) and shapes, in PyG's `state_dict` order.
@@ -320,6 +337,8 @@ impl GcnConv {
 
 /// PyG's `gcn_norm`: add remaining self-loops, then weight each edge `j → i` by
 /// `w_ji / sqrt(deg(j) deg(i))`, with degrees summed over targets and `1/sqrt(0)` taken as 0.
+/// The added loops weigh 2 with `improved` only when `edge_weight` is given (PyG 2.8 drops the
+/// fill value without edge weights; see the module docs).
 pub fn gcn_norm(
     edge_index: &EdgeIndex,
     edge_weight: Option<&Tensor>,
@@ -333,7 +352,13 @@ pub fn gcn_norm(
         None => Tensor::ones(edge_index.num_edges(), dtype, dev)?,
     };
     let (edge_index, weight) = if config.add_self_loops {
-        let fill = if config.improved { 2.0 } else { 1.0 };
+        // PyG: add_remaining_self_loops(edge_index, None, 2.0) ignores the fill value when there
+        // is no edge attribute, and gcn_norm then uses 1 for every edge.
+        let fill = if config.improved && edge_weight.is_some() {
+            2.0
+        } else {
+            1.0
+        };
         let loops = edge_index.with_remaining_self_loops()?;
         let with_fill = Tensor::cat(&[&weight, &Tensor::full(fill, 1, dev)?.to_dtype(dtype)?], 0)?;
         (

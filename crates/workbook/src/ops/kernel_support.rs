@@ -28,11 +28,7 @@ pub fn kernels_support(dtype: DType, device: &Device) -> bool {
 /// (which read `RAYON_NUM_THREADS` / `CANDLE_NUM_THREADS` when their pools start). Call it before
 /// any tensor work: pools that already started keep their size, and this then reports an error.
 pub fn set_cpu_threads(threads: usize) -> crate::Result<()> {
-    if threads == 0 {
-        return Err(crate::WorkbookError::InvalidConfig(
-            "threads must be at least 1".into(),
-        ));
-    }
+    crate::limits::check_threads("threads", threads)?;
     std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
     std::env::set_var("CANDLE_NUM_THREADS", threads.to_string());
     let built = rayon::ThreadPoolBuilder::new()

@@ -147,11 +147,7 @@ pub fn serve_sequential(model: &Model, requests: &[Request]) -> Result<Vec<Respo
 /// request order. Thread `t` answers requests `t`, `t + threads`, `t + 2·threads`, ... (so with
 /// 8 threads and 8000 requests, each thread answers exactly 1000).
 pub fn serve(model: Arc<Model>, requests: Arc<[Request]>, threads: usize) -> Result<Vec<Response>> {
-    if threads == 0 {
-        return Err(WorkbookError::InvalidConfig(
-            "serving needs at least 1 thread".into(),
-        ));
-    }
+    crate::limits::check_threads("serving threads", threads)?;
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             // Each thread owns a handle to the one model: a pointer copy, not a model copy.
@@ -223,6 +219,10 @@ pub fn sweep(
     requests: Arc<[Request]>,
     thread_counts: &[usize],
 ) -> Result<Vec<ServingRun>> {
+    // every count is checked before the (possibly long) sequential reference runs
+    for &t in thread_counts {
+        crate::limits::check_threads("serving threads", t)?;
+    }
     let reference = serve_sequential(&model, &requests)?;
     sweep_against(model, requests, thread_counts, &reference)
 }
@@ -254,6 +254,7 @@ fn sweep_against(
 /// graph and copies keeping 90%, 80% and 70% of its edges (different graphs, so different
 /// attention), and every other request asks for a random subset of 1 to 16 nodes.
 pub fn mixed_requests(graph: &Graph, count: usize, seed: u64) -> Result<Vec<Request>> {
+    crate::limits::check_count("requests", count, 1)?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut graphs = vec![Request::whole(graph)];
     for keep in [90, 80, 70] {

@@ -582,6 +582,9 @@ pub fn serve_while_training(
             "serve_while_training needs at least 1 reader and 1 step".into(),
         ));
     }
+    crate::limits::check_threads("readers", readers)?;
+    crate::limits::check_count("training steps", train.epochs, 1)?;
+    crate::limits::check_count("reads per reader", min_reads, 0)?;
     let (live, varmap) = Model::init(config, train.seed, graph.placement())?;
     let vars = model_vars(&live, &varmap)?;
     let params = vars

@@ -195,6 +195,15 @@ impl Trainer {
         if let Some(l) = graph.placement().ledger() {
             l.set_phase("init");
         }
+        crate::limits::check_memory(
+            &format!(
+                "training on {} ({} nodes, {} edges)",
+                graph.name,
+                graph.num_nodes(),
+                graph.num_edges()
+            ),
+            crate::limits::training_bytes(&config, graph.num_nodes(), graph.num_edges()),
+        )?;
         let (model, _) = Model::init(config, train_config.seed, graph.placement())?;
         Self::from_model(model, train_config)
     }
@@ -311,11 +320,7 @@ pub fn train(
     train_config: &TrainConfig,
     mut on_epoch: impl FnMut(&EpochStats),
 ) -> Result<TrainReport> {
-    if train_config.epochs == 0 {
-        return Err(WorkbookError::InvalidConfig(
-            "epochs must be at least 1".into(),
-        ));
-    }
+    crate::limits::check_count("epochs", train_config.epochs, 1)?;
     labelled(graph)?;
     graph.check_on("the features (x)", graph.placement())?;
     let mut trainer = Trainer::new(config, graph, train_config)?;
