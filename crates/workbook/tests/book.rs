@@ -226,11 +226,18 @@ fn ch02_metrics_on_the_device() {
     let correct_in = |ids: &Tensor| -> Tensor {
         let hits = predicted.index_select(ids, 0).unwrap();
         let hits = hits.eq(&y.index_select(ids, 0).unwrap()).unwrap();
-        hits.to_dtype(DType::F32).unwrap().sum_all().unwrap().reshape(1).unwrap()
+        hits.to_dtype(DType::F32)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .reshape(1)
+            .unwrap()
     };
     // every number the host needs, in one tensor: one small read-back
     let numbers = Tensor::cat(&[correct_in(&split.train), correct_in(&split.test)], 0).unwrap();
-    let numbers = gpu.fetch_vec1::<f32>(&numbers, "correct (train, test)").unwrap();
+    let numbers = gpu
+        .fetch_vec1::<f32>(&numbers, "correct (train, test)")
+        .unwrap();
     // ANCHOR_END: ch02_metrics_device
     assert_eq!(numbers[1] as usize, correct);
     generated("ch02_metrics.txt", &ledger.table());

@@ -69,7 +69,10 @@ fn program(template: &str) -> PathBuf {
     let verdict = dir.join("verdict.txt");
     let text = text
         .replace("\"EXERCISE_SRC\"", &format!("{SOURCE_PATH:?}"))
-        .replace("\"VERDICT\"", &format!("{:?}", verdict.display().to_string()));
+        .replace(
+            "\"VERDICT\"",
+            &format!("{:?}", verdict.display().to_string()),
+        );
     let path = dir.join(template);
     std::fs::write(&path, text).expect("writing the generated program");
     path

@@ -11,7 +11,9 @@ use workbook::candle_core::{DType, Device, Tensor};
 use workbook::datasets::{self, CsbmConfig};
 use workbook::device::accelerator;
 use workbook::export::onnx::{self, OPSET};
-use workbook::export::onnx_proto::{Dimension, DimensionValue, ModelProto, ValueInfoProto, FLOAT, INT64};
+use workbook::export::onnx_proto::{
+    Dimension, DimensionValue, ModelProto, ValueInfoProto, FLOAT, INT64,
+};
 use workbook::{tensor_file, Graph, Model, ModelConfig, Placement};
 
 /// The repository root (both exercises/ and solutions/ are three levels below it).
@@ -274,7 +276,13 @@ fn check_declared_reads_every_dimension() {
     let proto = onnx::to_onnx(&model, &onnx::OnnxOptions::default()).unwrap();
     let inputs = proto.graph.unwrap().input;
     let x = || inputs.iter().find(|v| v.name == "x").unwrap().clone();
-    let edge_index = || inputs.iter().find(|v| v.name == "edge_index").unwrap().clone();
+    let edge_index = || {
+        inputs
+            .iter()
+            .find(|v| v.name == "edge_index")
+            .unwrap()
+            .clone()
+    };
     let fixed = |n| Dimension {
         value: Some(DimensionValue::DimValue(n)),
     };
@@ -341,7 +349,12 @@ fn check_declared_reads_every_dimension() {
     ));
     let mut v = x();
     v.r#type = None;
-    cases.push(("x declared with no tensor type", v, FLOAT, vec![None, Some(1433)]));
+    cases.push((
+        "x declared with no tensor type",
+        v,
+        FLOAT,
+        vec![None, Some(1433)],
+    ));
     for (wrong, value, elem_type, expected) in cases {
         let name = value.name.clone();
         match check_declared(&[value], &name, elem_type, &expected) {

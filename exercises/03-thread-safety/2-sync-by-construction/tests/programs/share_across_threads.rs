@@ -11,6 +11,7 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+#[allow(unused_imports)]
 #[macro_use]
 extern crate std as real_std;
 
@@ -19,6 +20,7 @@ use real_std::sync::atomic::Ordering;
 use real_std::sync::{Arc, Barrier};
 
 /// `std` as your file sees it: the real one, with the atomic integers of `forced`.
+#[allow(unused_imports)]
 mod fake_std {
     pub use real_std::*;
     pub mod sync {
@@ -238,8 +240,11 @@ fn run() -> Result<()> {
     let start = Arc::new(Barrier::new(2));
     let pair: Vec<_> = (0..2)
         .map(|_| {
-            let (layer, requests, start) =
-                (Arc::clone(&layer), Arc::clone(&requests), Arc::clone(&start));
+            let (layer, requests, start) = (
+                Arc::clone(&layer),
+                Arc::clone(&requests),
+                Arc::clone(&start),
+            );
             real_std::thread::spawn(move || -> Result<()> {
                 for _ in 0..COLLISIONS {
                     start.wait();

@@ -128,9 +128,7 @@ impl Decision {
 /// Errors (each naming where the bad value came from): a spelling that does not parse, and
 /// `cuda:N` when GPU `N` is not usable (suggesting `cpu`, or `sim:N` to practise without a GPU).
 pub fn decide(explicit: Option<&str>, machine: &Machine) -> Result<Decision> {
-    let from_env = machine
-        .device_env
-        .as_deref();
+    let from_env = machine.device_env.as_deref();
     let (spec, source) = match (explicit, from_env) {
         (Some(s), _) => (parse(s, "--device")?, "asked for with --device".to_string()),
         (None, Some(v)) => (
