@@ -98,8 +98,8 @@ impl TrainAndServe {
         // One load of the current snapshot; cloning its model shares the frozen tensors.
         let snapshot = self.snapshots.current();
         Served {
-            step: self.steps(),
-            model: snapshot.model().clone(),
+            step: snapshot.step(),
+            model: self.live.clone(),
         }
     }
 
