@@ -32,9 +32,18 @@ for sol in "$@"; do
     for f in $files; do
         args+=(--file "$sol/$f")
     done
+    test_args=(--lib)
+    # 04-3's last test runs onnxruntime through Python; without it, it fails for every mutant
+    # and would count each one as caught.
+    if grep -q onnxruntime_agrees "$ex/exercise.toml" &&
+        ! "${WORKBOOK_PYTHON:-python3}" -c "import onnxruntime, numpy, safetensors" 2>/dev/null; then
+        echo "   (no onnxruntime: skipping onnxruntime_agrees_on_two_graph_sizes)"
+        test_args+=(-- --skip onnxruntime_agrees_on_two_graph_sizes)
+    fi
+    mkdir -p "$out/$pkg"
     echo "== $pkg: ${files}"
     nice -n 10 cargo mutants --in-place --package "$pkg" "${args[@]}" \
-        --timeout "$timeout" --baseline skip --output "$out/$pkg" -- --lib || true
+        --timeout "$timeout" --baseline skip --output "$out/$pkg" -- "${test_args[@]}" || true
     if ! git diff --quiet -- "$sol"; then
         echo "cargo-mutants left $sol modified; restoring it" >&2
         git checkout -- "$sol"
