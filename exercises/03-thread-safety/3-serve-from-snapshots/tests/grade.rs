@@ -236,6 +236,11 @@ fn readers_never_see_a_mixed_step_while_training() {
         STEPS,
         "every train_step must pause half-way (write with set_in_place and after_each)"
     );
+    assert_eq!(
+        service.steps(),
+        STEPS,
+        "after {STEPS} train_steps, steps() should count {STEPS}"
+    );
 
     let mut problems = Vec::new();
     for (step, read) in &probe_reads {
