@@ -199,6 +199,51 @@ fn ch02_the_transfer_ledger() {
 }
 
 #[test]
+fn ch02_metrics_on_the_device() {
+    use workbook::candle_core::{DType, Tensor, D};
+    let ledger = Ledger::new();
+    let gpu = lesson_device().with_ledger(&ledger);
+    let graph = datasets::karate(&gpu).unwrap();
+    let (model, _vars) = Model::init(ModelConfig::gcn(34, 16, 4), 0, &gpu).unwrap();
+    let (y, split) = (graph.y().unwrap(), graph.split().unwrap());
+    let logits = model.forward_graph(&graph).unwrap().logits;
+    ledger.clear();
+    ledger.set_phase("on the host");
+    // ANCHOR: ch02_metrics_host
+    // PyTorch: pred = out.argmax(1).cpu(); (pred[test_mask] == data.y[test_mask].cpu()).sum()
+    let predicted = logits.argmax(D::Minus1).unwrap();
+    let predicted = gpu.fetch_vec1::<u32>(&predicted, "predictions").unwrap();
+    let labels = gpu.fetch_vec1::<u32>(y, "y").unwrap();
+    let test = gpu.fetch_vec1::<u32>(&split.test, "test ids").unwrap();
+    let correct = test
+        .iter()
+        .filter(|&&i| predicted[i as usize] == labels[i as usize])
+        .count();
+    // ANCHOR_END: ch02_metrics_host
+    ledger.set_phase("on the device");
+    // ANCHOR: ch02_metrics_device
+    let predicted = logits.argmax(D::Minus1).unwrap(); // stays on the device
+    let correct_in = |ids: &Tensor| -> Tensor {
+        let hits = predicted.index_select(ids, 0).unwrap();
+        let hits = hits.eq(&y.index_select(ids, 0).unwrap()).unwrap();
+        hits.to_dtype(DType::F32)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .reshape(1)
+            .unwrap()
+    };
+    // every number the host needs, in one tensor: one small read-back
+    let numbers = Tensor::cat(&[correct_in(&split.train), correct_in(&split.test)], 0).unwrap();
+    let numbers = gpu
+        .fetch_vec1::<f32>(&numbers, "correct (train, test)")
+        .unwrap();
+    // ANCHOR_END: ch02_metrics_device
+    assert_eq!(numbers[1] as usize, correct);
+    generated("ch02_metrics.txt", &ledger.table());
+}
+
+#[test]
 fn ch02_portable_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gcn.safetensors");

@@ -10,7 +10,7 @@ use workbook::{Graph, Model, ModelOutput, Result};
 ///
 /// The graph may be on any device; the model is where it is and must not move.
 pub fn forward_anywhere(model: &Model, graph: &Graph) -> Result<ModelOutput> {
-    // TODO: move the graph to the model's device (`model.placement()`) before the forward pass, but only when it is elsewhere.
+    // TODO: the model is where it is; bring the graph there (wherever that is) before the forward pass.
     model.forward_graph(graph)
 }
 
@@ -21,7 +21,7 @@ pub fn karate_predictions(device: &workbook::Placement) -> Result<Vec<u32>> {
     let (model, _vars) = workbook::Model::init(workbook::ModelConfig::gcn(34, 16, 4), 0, device)?;
     let graph = workbook::datasets::karate(workbook::Placement::cpu())?;
     let out = forward_anywhere(&model, &graph)?;
-    // TODO: bring the predictions back to the host with `device.fetch_vec1` (it records the copy) instead of reading them on the device.
+    // TODO: bring back only the predictions, with a read-back that the transfer ledger records (see `workbook::Placement`), not by reading the device's tensor directly.
     let predictions = out.logits.argmax(1)?.to_vec1::<u32>()?;
     Ok(predictions)
 }

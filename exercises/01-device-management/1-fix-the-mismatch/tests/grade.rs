@@ -28,24 +28,41 @@ fn runs_a_cpu_graph_on_the_accelerator() {
 }
 
 #[test]
-fn copies_the_graph_only_when_it_is_elsewhere() {
+fn moves_the_graph_to_wherever_the_model_is() {
+    // The model decides where the work runs: the graph goes to the model's device, whichever it
+    // is, never to a device written in the code. The ledger on the model's device shows the copy.
+    let gpu = accelerator().placement;
+    for (model_at, graph_at) in [
+        (Placement::cpu(), gpu.clone()),
+        (Placement::sim(2), Placement::cpu()),
+        (Placement::sim(2), gpu.clone()),
+    ] {
+        let ledger = Ledger::new();
+        let model_at = model_at.with_ledger(&ledger);
+        let model = gcn_on(&model_at);
+        let graph = datasets::karate(&graph_at).unwrap();
+        ledger.clear();
+        forward_anywhere(&model, &graph).unwrap_or_else(|e| {
+            panic!("forward_anywhere failed with the model on {model_at} and the graph on {graph_at}: {e}")
+        });
+        assert!(
+            ledger.transfers().iter().any(|t| t.what == "karate.x"
+                && t.from == graph_at.to_string()
+                && t.to == model_at.to_string()),
+            "with the model on {model_at} and the graph on {graph_at}, the graph must be copied from {graph_at} to {model_at} (the model's device, model.placement()); the ledger shows:\n{}",
+            ledger.table()
+        );
+    }
+    // A graph that is already where the model is crosses nothing (Graph::to_device copies only
+    // the parts that are elsewhere, as PyG's data.to does).
     let ledger = Ledger::new();
-    let gpu = accelerator().placement.with_ledger(&ledger);
-    let model = gcn_on(&gpu);
-    let on_cpu = datasets::karate(Placement::cpu()).unwrap();
-    forward_anywhere(&model, &on_cpu)
-        .unwrap_or_else(|e| panic!("forward_anywhere failed with the graph on cpu: {e}"));
-    assert!(
-        ledger
-            .transfers()
-            .iter()
-            .any(|t| t.what.contains("karate.x")),
-        "a graph on the cpu must be copied to {gpu}; the ledger shows no copy of karate.x:\n{}",
-        ledger.table()
-    );
-    let already_there = datasets::karate(&gpu).unwrap();
+    let at = gpu.with_ledger(&ledger);
+    let model = gcn_on(&at);
+    let already_there = datasets::karate(&at).unwrap();
     ledger.clear();
-    forward_anywhere(&model, &already_there).unwrap();
+    forward_anywhere(&model, &already_there).unwrap_or_else(|e| {
+        panic!("forward_anywhere failed with the model and the graph on {at}: {e}")
+    });
     let graph_copies: Vec<_> = ledger
         .transfers()
         .into_iter()
@@ -53,7 +70,7 @@ fn copies_the_graph_only_when_it_is_elsewhere() {
         .collect();
     assert!(
         graph_copies.is_empty(),
-        "the graph was already on {gpu}, yet it was copied again: {graph_copies:?}"
+        "the graph was already on {at}, yet it was copied: {graph_copies:?}"
     );
 }
 

@@ -54,7 +54,8 @@ fn parses_every_accepted_spelling() {
 #[test]
 fn rejects_other_spellings_and_lists_the_accepted_ones() {
     for spelling in [
-        "gpu0", "gpu", "cuda:", "cuda:x", "cuda:-1", "sim", "sim:one", "cpu1", "",
+        "gpu0", "gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:+1", "sim", "sim:one", "sim:+2", "cpu1",
+        "",
     ] {
         match spelling.parse::<DeviceSpec>() {
             Ok(spec) => panic!("'{spelling}' is not a device spelling, but it parsed as {spec:?}"),

@@ -80,9 +80,9 @@ impl Run {
     /// optimiser's state, so the next epoch on a graph on `to` continues exactly where this one
     /// stopped. (The graph is the caller's to move.)
     pub fn to_device(&mut self, to: &Placement) -> Result<()> {
-        // TODO: move the cached buffers too: this is PyTorch's module.to, which leaves GCN's _cached_edge_index behind.
+        // TODO: this is PyTorch's module.to: it leaves something of the model behind (see the chapter). Move all of it.
         let model = self.model.parameters_to_device(to)?;
-        // TODO: move the optimiser's state with the model: rebind keeps exp_avg / exp_avg_sq where they were.
+        // TODO: the optimiser must keep its steps and state, and that state must end up on `to` too.
         self.optimizer = self.optimizer.rebind(&model)?;
         self.model = model;
         Ok(())

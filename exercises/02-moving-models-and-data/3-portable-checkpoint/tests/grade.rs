@@ -138,9 +138,25 @@ fn round_trip_from_the_cpu_to_the_accelerator() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gcn.safetensors");
     save(&model, &path).unwrap_or_else(|e| panic!("saving from cpu failed: {e}"));
-    let gpu = accelerator().placement;
+    let ledger = Ledger::new();
+    let gpu = accelerator().placement.with_ledger(&ledger);
     let loaded = load(&path, &gpu)
         .unwrap_or_else(|e| panic!("loading a checkpoint saved on cpu onto {gpu} failed: {e}"));
+    // The file is read on the host; each tensor then crosses to map_location once, explicitly
+    // (map_location.move_tensor), so that the ledger shows every copy.
+    for (name, _) in model.named_parameters() {
+        let copies = ledger
+            .transfers()
+            .iter()
+            .filter(|t| t.what.contains(&name) && t.from == "cpu" && t.to == gpu.to_string())
+            .count();
+        assert_eq!(
+            copies,
+            1,
+            "loading onto {gpu} must copy '{name}' from the host to {gpu} once, explicitly (map_location.move_tensor), so the ledger shows it; it shows {copies} such copies:\n{}",
+            ledger.table()
+        );
+    }
     assert_eq!(
         loaded.saved_from, "cpu",
         "the checkpoint should record the device it was saved from ('{SAVED_FROM_KEY}')"

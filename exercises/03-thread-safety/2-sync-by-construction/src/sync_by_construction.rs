@@ -13,16 +13,16 @@ use workbook::{GatV2Conv, GatV2Output, Result};
 #[derive(Debug)]
 pub struct CachedGatV2 {
     conv: GatV2Conv,
-    // TODO: keep the answers in a `std::sync::Mutex` instead of a `RefCell`, whose borrow counter is a plain integer that two threads must never touch at once.
+    // TODO: a `RefCell`'s borrow counter is a plain integer: two threads must never touch it at once. Use a thread-safe container.
     answers: RefCell<HashMap<String, GatV2Output>>,
-    // TODO: count with a `std::sync::atomic::AtomicUsize` instead of a `Cell`: two threads doing `set(get() + 1)` at once lose updates.
+    // TODO: two threads doing `set(get() + 1)` at once lose updates. Count so that concurrent increments are never lost.
     served: Cell<usize>,
 }
 
 // Without the next line, handing an `Arc<CachedGatV2>` to another thread does not compile (E0277:
 // "`RefCell<HashMap<String, GatV2Output>>` cannot be shared between threads safely"). Someone
 // silenced the compiler by promising that sharing is safe. Nothing here backs that promise.
-// TODO: delete this `unsafe impl`: once every field is `Sync`, the compiler derives `Sync` for the layer by itself.
+// TODO: no `unsafe` here: once every field is `Sync`, the compiler derives `Sync` for the layer by itself.
 unsafe impl Sync for CachedGatV2 {}
 
 impl CachedGatV2 {

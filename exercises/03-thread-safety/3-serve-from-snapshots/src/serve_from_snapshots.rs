@@ -36,7 +36,7 @@ pub struct TrainAndServe {
     vars: Vec<(String, Var)>,
     /// Steps finished so far.
     steps: AtomicU64,
-    // TODO: add a `workbook::threads::snapshot::SnapshotServer` field: what readers are served from.
+    // TODO: what readers are served from, so that they never touch `live`'s Vars.
 }
 
 impl TrainAndServe {
@@ -44,7 +44,7 @@ impl TrainAndServe {
     pub fn new(config: ModelConfig, seed: u64, at: impl Into<Placement>) -> Result<Self> {
         let (live, varmap) = Model::init(config, seed, at)?;
         let vars = model_vars(&live, &varmap)?;
-        // TODO: start the snapshot server with a snapshot of step 0 (`Snapshot::capture(0, &live)`).
+        // TODO: before any step, readers get step 0.
         Ok(Self {
             live,
             vars,
@@ -87,14 +87,14 @@ impl TrainAndServe {
             .collect::<Result<Vec<Tensor>>>()?;
         set_in_place(&self.vars, &new_values, after_each)?;
         let step = self.steps.fetch_add(1, Ordering::AcqRel) + 1;
-        // TODO: publish a snapshot of the step just finished (`Snapshot::capture(step, &self.live)`).
+        // TODO: the step is completely written: hand it to the readers, in one atomic swap.
         Ok(step)
     }
 
     /// What a request is answered from. Call it once per request and use the result for the
     /// whole request.
     pub fn read(&self) -> Served {
-        // TODO: serve the latest published snapshot (its step and model), not the live model.
+        // TODO: serve the last step handed to the readers, not the live model.
         Served {
             step: self.steps(),
             model: self.live.clone(),

@@ -113,6 +113,11 @@ fn a_read_mid_step_sees_one_whole_step() {
         .expect("the trainer panicked")
         .unwrap_or_else(|e| panic!("train_step failed: {e}"));
     assert_eq!(step, 1, "the first train_step should return step 1");
+    assert_eq!(
+        service.steps(),
+        1,
+        "after one train_step, steps() should count it"
+    );
     steps.record(&service, &graph);
     let during = during.expect("the reader panicked").expect(
         "train_step never paused half-way (it must write with set_in_place and after_each)",
@@ -230,6 +235,11 @@ fn readers_never_see_a_mixed_step_while_training() {
         probe_reads.len() as u64,
         STEPS,
         "every train_step must pause half-way (write with set_in_place and after_each)"
+    );
+    assert_eq!(
+        service.steps(),
+        STEPS,
+        "after {STEPS} train_steps, steps() should count {STEPS}"
     );
 
     let mut problems = Vec::new();

@@ -19,7 +19,7 @@ use workbook::{Graph, Model, Result, WorkbookError};
 ///
 /// The copy stays where the model is (same device).
 pub fn back_to_float32(serving: &Model) -> Result<Model> {
-    // TODO: return a copy whose parameters are float32 (`Model::to_dtype`), PyTorch's `model.float()`.
+    // TODO: return a copy whose parameters are float32: PyTorch's `model.float()`.
     Ok(serving.clone())
 }
 
@@ -77,15 +77,15 @@ pub fn half_precision_cost(
     };
     let test: Vec<u32> = split.test.to_vec1()?;
     let logits_f32 = model.forward_graph(graph)?.logits;
-    // TODO: run the `dtype` copy of the model (`model.to_dtype(dtype)`) on the features converted to `dtype` (`graph.x().to_dtype(dtype)`), and convert its logits back to float32.
+    // TODO: the logits of the `dtype` copy of the model, as float32 (a half-precision model takes half-precision inputs).
     let logits_half = logits_f32.clone();
-    // TODO: compute the largest |logits_f32 - logits_half| over every node and class (`abs`, `flatten_all`, `max(0)`, `to_scalar::<f32>`).
+    // TODO: the largest |logits_f32 - logits_half| over every node and class.
     let max_logit_diff = 0.0;
     let (a, b) = (
         predicted_classes(&logits_f32)?,
         predicted_classes(&logits_half)?,
     );
-    // TODO: list the test nodes (`test`, in order) whose predicted class differs between `a` and `b`.
+    // TODO: the test nodes (`test`, in order) whose predicted class differs between `a` and `b`.
     let changed = Vec::new();
     Ok(HalfPrecisionCost {
         dtype,
@@ -101,9 +101,9 @@ pub fn half_precision_cost(
 /// (`workbook::export::safetensors::export`), after the pre-flight on `example`, which may
 /// have been loaded anywhere. Returns the pre-flight's report; writes nothing if it fails.
 pub fn export_for_pyg(serving: &Model, example: &Graph, path: &Path) -> Result<PreflightReport> {
-    // TODO: export the float32 copy (`back_to_float32`), not the half-precision model being served.
+    // TODO: exports are float32; this is the half-precision model being served.
     let model = serving;
-    // TODO: move the example graph to the model's device (`Graph::to_device`) so that the pre-flight's example is where the model is.
+    // TODO: the pre-flight's example must be where the exported model is, wherever the example was loaded.
     let report = preflight::check(model, &Example::from_graph(example))?;
     safetensors::export(model, path)?;
     Ok(report)

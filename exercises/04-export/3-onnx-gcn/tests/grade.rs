@@ -11,7 +11,9 @@ use workbook::candle_core::{DType, Device, Tensor};
 use workbook::datasets::{self, CsbmConfig};
 use workbook::device::accelerator;
 use workbook::export::onnx::{self, OPSET};
-use workbook::export::onnx_proto::{DimensionValue, ModelProto, FLOAT, INT64};
+use workbook::export::onnx_proto::{
+    Dimension, DimensionValue, ModelProto, ValueInfoProto, FLOAT, INT64,
+};
 use workbook::{tensor_file, Graph, Model, ModelConfig, Placement};
 
 /// The repository root (both exercises/ and solutions/ are three levels below it).
@@ -62,6 +64,21 @@ fn set_dim(proto: &mut ModelProto, name: &str, k: usize, value: DimensionValue) 
         .as_mut()
         .unwrap();
     shape.dim[k].value = Some(value);
+}
+
+/// The dimensions declared for `value` (its shape's `dim` list).
+fn dims_of(value: &mut ValueInfoProto) -> &mut Vec<Dimension> {
+    &mut value
+        .r#type
+        .as_mut()
+        .unwrap()
+        .tensor_type
+        .as_mut()
+        .unwrap()
+        .shape
+        .as_mut()
+        .unwrap()
+        .dim
 }
 
 fn set_elem_type(proto: &mut ModelProto, name: &str, elem_type: i32) {
@@ -249,6 +266,116 @@ fn frozen_sizes_and_wrong_types_are_caught() {
         found.len() == 1 && found[0].what == "x",
         "checked for in_channels = 500, the file's x [num_nodes, 1433] is wrong: expected one finding about 'x'; got {}",
         listed(&found)
+    );
+}
+
+#[test]
+fn check_declared_reads_every_dimension() {
+    // The library's export of the model, so that this test depends on check_declared alone.
+    let model = trained_gcn(&Placement::cpu());
+    let proto = onnx::to_onnx(&model, &onnx::OnnxOptions::default()).unwrap();
+    let inputs = proto.graph.unwrap().input;
+    let x = || inputs.iter().find(|v| v.name == "x").unwrap().clone();
+    let edge_index = || {
+        inputs
+            .iter()
+            .find(|v| v.name == "edge_index")
+            .unwrap()
+            .clone()
+    };
+    let fixed = |n| Dimension {
+        value: Some(DimensionValue::DimValue(n)),
+    };
+    let symbolic = |s: &str| Dimension {
+        value: Some(DimensionValue::DimParam(s.into())),
+    };
+    // (what is wrong, the declared input, what check_declared is asked to accept)
+    let mut cases: Vec<(&str, ValueInfoProto, i32, Vec<Option<i64>>)> = Vec::new();
+    let mut v = x();
+    dims_of(&mut v).push(fixed(1));
+    cases.push((
+        "x declared [num_nodes, 1433, 1], one dimension too many",
+        v,
+        FLOAT,
+        vec![None, Some(1433)],
+    ));
+    let mut v = edge_index();
+    dims_of(&mut v).remove(0);
+    cases.push((
+        "edge_index declared [num_edges], one dimension too few",
+        v,
+        INT64,
+        vec![Some(2), None],
+    ));
+    let mut v = x();
+    dims_of(&mut v).clear();
+    cases.push((
+        "x declared with no dimensions at all",
+        v,
+        FLOAT,
+        vec![None, Some(1433)],
+    ));
+    let mut v = x();
+    dims_of(&mut v)[0] = Dimension { value: None };
+    cases.push((
+        "x's dimension 0 declared without any size (neither fixed nor named)",
+        v,
+        FLOAT,
+        vec![None, Some(1433)],
+    ));
+    let mut v = x();
+    dims_of(&mut v)[1] = Dimension { value: None };
+    cases.push((
+        "x's dimension 1 declared without any size where 1433 is expected",
+        v,
+        FLOAT,
+        vec![None, Some(1433)],
+    ));
+    let mut v = edge_index();
+    dims_of(&mut v)[1] = symbolic("");
+    cases.push((
+        "edge_index's dimension 1 declared with an empty size name",
+        v,
+        INT64,
+        vec![Some(2), None],
+    ));
+    let mut v = edge_index();
+    dims_of(&mut v)[0] = symbolic("two");
+    cases.push((
+        "edge_index's dimension 0 symbolic ('two') where 2 is expected",
+        v,
+        INT64,
+        vec![Some(2), None],
+    ));
+    let mut v = x();
+    v.r#type = None;
+    cases.push((
+        "x declared with no tensor type",
+        v,
+        FLOAT,
+        vec![None, Some(1433)],
+    ));
+    for (wrong, value, elem_type, expected) in cases {
+        let name = value.name.clone();
+        match check_declared(&[value], &name, elem_type, &expected) {
+            Some(f) => assert_eq!(
+                f.what, name,
+                "{wrong}: the finding should be about '{name}'; got {f}"
+            ),
+            None => panic!("check_declared accepted {wrong}"),
+        }
+    }
+    // ...and what is right is accepted, under any non-empty size name
+    let mut v = edge_index();
+    dims_of(&mut v)[1] = symbolic("E");
+    assert!(
+        check_declared(&[v], "edge_index", INT64, &[Some(2), None]).is_none(),
+        "edge_index declared [2, E] is right: any non-empty size name is symbolic"
+    );
+    assert!(
+        check_declared(&[x()], "edge_index", INT64, &[Some(2), None])
+            .is_some_and(|f| f.what == "edge_index"),
+        "a list without edge_index should give a finding that it is not declared"
     );
 }
 

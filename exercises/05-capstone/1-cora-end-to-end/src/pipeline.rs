@@ -15,16 +15,16 @@
 //! them where it is (*"Expected all tensors to be on the same device"*); the serving machine
 //! reloads the checkpoint onto its own device instead.
 
-// The imports are those of the finished file; until then some are unused.
-#![allow(unused_imports)]
+// TODO: write the five steps below from the spec in README.md and their doc comments, using what
+// the book's chapters 1 to 4 taught (each step names its chapter). Add the imports you need.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::thread::ThreadId;
-use workbook::export::preflight::{self, Example, PreflightReport};
-use workbook::threads::serving::{self, Request, Response};
-use workbook::train::{train, TrainConfig, TrainReport};
-use workbook::{checkpoint, datasets, Graph, Model, ModelConfig, Placement, Result, WorkbookError};
+use workbook::export::preflight::PreflightReport;
+use workbook::threads::serving::{Request, Response};
+use workbook::train::TrainReport;
+use workbook::{Graph, Model, Placement, Result};
 
 /// Attention heads of the first GATv2 layer (PyG's GAT example).
 pub const HEADS: usize = 8;
@@ -37,17 +37,15 @@ pub const LR: f64 = 0.02;
 /// Step 1 (chapters 1 and 2): Cora, loaded straight onto `device`, so that its 15.5 MB of
 /// features cross to the device once, before training.
 pub fn load_cora(device: &Placement) -> Result<Graph> {
-    // TODO: load Cora straight onto `device` with `datasets::load` (it takes any placement), not onto the CPU.
-    todo!("load_cora: Cora onto {device}")
+    todo!("step 1: Cora onto {device}")
 }
 
 /// Step 2: trains a 2-layer GATv2 (`HEADS` heads × `HIDDEN` channels, then one head for the
 /// classes) on `graph`, where the graph is, for `epochs` epochs with PyG's GATv2 recipe
-/// (`TrainConfig::gatv2()`: dropout 0.6, weight decay 5e-4) at learning rate [`LR`].
+/// (dropout 0.6, weight decay 5e-4) at learning rate [`LR`].
 pub fn train_gatv2(graph: &Graph, epochs: usize) -> Result<TrainReport> {
-    // TODO: build the GATv2 config (`ModelConfig::gatv2` with the graph's features and classes, HIDDEN and HEADS) and train it with `train` and `TrainConfig::gatv2()`, changed to `epochs` epochs at learning rate LR.
     todo!(
-        "train_gatv2: {epochs} epochs on '{}' on {}",
+        "step 2: {epochs} epochs on '{}' on {}",
         graph.name,
         graph.placement()
     )
@@ -57,9 +55,8 @@ pub fn train_gatv2(graph: &Graph, epochs: usize) -> Result<TrainReport> {
 /// checkpoint at `path` (PyG names, config included). Nothing is written when the pre-flight
 /// fails; its error is returned. Returns the pre-flight's report.
 pub fn export(model: &Model, example: &Graph, path: &Path) -> Result<PreflightReport> {
-    // TODO: run the pre-flight (`preflight::check` with `Example::from_graph(example)`) and return its error before writing anything, then write the checkpoint with `checkpoint::save` and return the pre-flight's report.
     todo!(
-        "export: pre-flight on '{}', then the checkpoint {} (the model is on {})",
+        "step 3: pre-flight on '{}', then the checkpoint {} (the model is on {})",
         example.name,
         path.display(),
         model.placement()
@@ -69,8 +66,7 @@ pub fn export(model: &Model, example: &Graph, path: &Path) -> Result<PreflightRe
 /// Step 4 (chapter 2): the serving machine loads the checkpoint onto its own device, the CPU
 /// (PyTorch's `map_location="cpu"`), and wraps it in an `Arc` to share it between threads.
 pub fn reload_for_serving(path: &Path) -> Result<Arc<Model>> {
-    // TODO: load the checkpoint onto the CPU (`checkpoint::load` with `Placement::cpu()`, PyTorch's map_location) and wrap the model in an `Arc`.
-    todo!("reload_for_serving: {} onto the cpu", path.display())
+    todo!("step 4: {} onto the cpu", path.display())
 }
 
 /// One answer and the thread that computed it.
@@ -82,12 +78,12 @@ pub struct Answer {
 
 /// Step 5 (chapter 3): answers `requests` with `threads` new threads sharing the one `model`:
 /// each thread gets a clone of the `Arc` (a pointer, not a copy of the model), thread `t`
-/// answers requests `t`, `t + threads`, `t + 2 * threads`, ... with `serving::answer`, and the
-/// answers come back in request order, each with the id of the thread that computed it.
+/// answers requests `t`, `t + threads`, `t + 2 * threads`, ... with
+/// `workbook::threads::serving::answer`, and the answers come back in request order, each with
+/// the id of the thread that computed it. Zero threads is an error, not a hang or a panic.
 pub fn serve(model: Arc<Model>, requests: Arc<[Request]>, threads: usize) -> Result<Vec<Answer>> {
-    // TODO: spawn `threads` threads, each with its own `Arc::clone` of the model and of the requests, where thread t answers requests t, t + threads, ... with `serving::answer` and tags each answer with `std::thread::current().id()`; join them and return the answers in request order.
     todo!(
-        "serve: {} request(s) with {threads} thread(s) sharing one model on {}",
+        "step 5: {} request(s) with {threads} thread(s) sharing one model on {}",
         requests.len(),
         model.placement()
     )

@@ -39,7 +39,7 @@ pub fn load_cora(device: &Placement) -> Result<Graph> {
 
 /// Step 2: trains a 2-layer GATv2 (`HEADS` heads × `HIDDEN` channels, then one head for the
 /// classes) on `graph`, where the graph is, for `epochs` epochs with PyG's GATv2 recipe
-/// (`TrainConfig::gatv2()`: dropout 0.6, weight decay 5e-4) at learning rate [`LR`].
+/// (dropout 0.6, weight decay 5e-4) at learning rate [`LR`].
 pub fn train_gatv2(graph: &Graph, epochs: usize) -> Result<TrainReport> {
     let config = ModelConfig::gatv2(graph.num_features(), HIDDEN, HEADS, graph.num_classes());
     let recipe = TrainConfig {
@@ -74,8 +74,9 @@ pub struct Answer {
 
 /// Step 5 (chapter 3): answers `requests` with `threads` new threads sharing the one `model`:
 /// each thread gets a clone of the `Arc` (a pointer, not a copy of the model), thread `t`
-/// answers requests `t`, `t + threads`, `t + 2 * threads`, ... with `serving::answer`, and the
-/// answers come back in request order, each with the id of the thread that computed it.
+/// answers requests `t`, `t + threads`, `t + 2 * threads`, ... with
+/// `workbook::threads::serving::answer`, and the answers come back in request order, each with
+/// the id of the thread that computed it. Zero threads is an error, not a hang or a panic.
 pub fn serve(model: Arc<Model>, requests: Arc<[Request]>, threads: usize) -> Result<Vec<Answer>> {
     if threads == 0 {
         return Err(WorkbookError::InvalidConfig(
