@@ -338,25 +338,36 @@ fn table(outcomes: &[WrongOutcome]) -> String {
             "other tests lost",
             "verdict",
         ]);
+    // Not a terminal (CI logs, files): wide enough that no column is squeezed to a letter.
     if table.width().is_none() {
-        table.set_width(140);
+        table.set_width(200);
     }
-    // Test names are never split: the two test columns are at least as wide as the longest
-    // `name: STATUS` (the width includes one space of padding each side).
-    let longest = outcomes
-        .iter()
-        .flat_map(|o| {
-            o.must_fail
-                .iter()
-                .map(|m| m.name.len() + 10)
-                .chain(o.other_tests_lost.iter().map(String::len))
-        })
-        .max()
-        .unwrap_or(10);
-    for column in [3, 4] {
+    // The identifying columns and the must-fail test names are never split (each width includes
+    // one space of padding each side); "why" and the other tests lost wrap into what is left.
+    let widest = |lengths: &mut dyn Iterator<Item = usize>, cap: usize| {
+        lengths.max().unwrap_or(8).clamp(8, cap) as u16 + 2
+    };
+    let bounds = [
+        (
+            0,
+            widest(&mut outcomes.iter().map(|o| o.exercise.len()), 12),
+        ),
+        (1, widest(&mut outcomes.iter().map(|o| o.variant.len()), 40)),
+        (
+            3,
+            widest(
+                &mut outcomes
+                    .iter()
+                    .flat_map(|o| o.must_fail.iter().map(|m| m.name.len() + 10)),
+                80,
+            ),
+        ),
+        (5, 24),
+    ];
+    for (column, width) in bounds {
         if let Some(c) = table.column_mut(column) {
             c.set_constraint(comfy_table::ColumnConstraint::LowerBoundary(
-                comfy_table::Width::Fixed(longest as u16 + 2),
+                comfy_table::Width::Fixed(width),
             ));
         }
     }
@@ -384,4 +395,61 @@ fn table(outcomes: &[WrongOutcome]) -> String {
         ]);
     }
     table.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// As CI prints it (not a terminal): every identifying cell and must-fail test name whole,
+    /// on one line. A first version gave the long test names all the width and squeezed the
+    /// exercise and variant columns to one letter per line.
+    #[test]
+    fn the_table_keeps_names_whole_when_test_names_are_long() {
+        let outcome = |exercise: &str, variant: &str, test: &str| {
+            WrongOutcome {
+            exercise: exercise.into(),
+            variant: variant.into(),
+            why: "reads the whole graph back to the host after every prediction, then copies it again"
+                .into(),
+            must_fail: vec![MustFail {
+                name: test.into(),
+                status: Some(Status::Failed),
+            }],
+            other_tests_lost: vec![
+                "a_second_rather_long_test_name_that_also_failed".into(),
+                "moves_the_graph_to_wherever_the_model_is".into(),
+            ],
+            points: 3,
+            max_points: 8,
+            caught: true,
+            error: None,
+        }
+        };
+        let outcomes = [
+            outcome(
+                "01-1",
+                "fetches-the-whole-logits-back",
+                "predictions_match_the_cpu_and_come_back_once",
+            ),
+            outcome(
+                "03-2",
+                "load-then-store",
+                "shares_one_layer_across_threads_without_losing_a_request",
+            ),
+        ];
+        let rendered = table(&outcomes);
+        for whole in [
+            "01-1",
+            "fetches-the-whole-logits-back",
+            "predictions_match_the_cpu_and_come_back_once: FAIL",
+            "shares_one_layer_across_threads_without_losing_a_request: FAIL",
+            "load-then-store",
+            "exercise",
+            "variant",
+            "caught (3/8 points)",
+        ] {
+            assert!(rendered.contains(whole), "{whole:?} split:\n{rendered}");
+        }
+    }
 }

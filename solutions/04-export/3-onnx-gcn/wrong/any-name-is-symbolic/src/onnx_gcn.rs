@@ -24,7 +24,7 @@ use workbook::{tensor_file, Graph, Model, Result};
 /// nothing is written when the pre-flight fails. Returns what was written.
 pub fn export_gcn(model: &Model, example: &Graph, path: &Path) -> Result<ModelProto> {
     preflight::check(model, &Example::from_graph(example))?;
-    onnx::write(model, path, &OnnxOptions { attention: false })
+    onnx::write(model, path, &OnnxOptions::default())
 }
 
 /// Writes the inputs onnxruntime is fed for `graph` to `path` (safetensors): `x` float32

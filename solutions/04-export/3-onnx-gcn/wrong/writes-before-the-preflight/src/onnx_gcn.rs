@@ -23,7 +23,7 @@ use workbook::{tensor_file, Graph, Model, Result};
 /// Exports `model` to `path` as ONNX, after the pre-flight on `example` (the dummy input):
 /// nothing is written when the pre-flight fails. Returns what was written.
 pub fn export_gcn(model: &Model, example: &Graph, path: &Path) -> Result<ModelProto> {
-    let proto = onnx::write(model, path, &OnnxOptions { attention: false })?;
+    let proto = onnx::write(model, path, &OnnxOptions::default())?;
     preflight::check(model, &Example::from_graph(example))?;
     Ok(proto)
 }
