@@ -114,15 +114,7 @@ pub fn bench(
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let base_rss_mb = resident_mb().map(|(rss, _)| rss);
     let at = graph.placement();
-    crate::limits::check_memory(
-        &format!(
-            "timing on {} ({} nodes, {} edges)",
-            graph.name,
-            graph.num_nodes(),
-            graph.num_edges()
-        ),
-        crate::limits::training_bytes(&config, graph.num_nodes(), graph.num_edges()),
-    )?;
+    crate::limits::check_training_fits("timing", &config, graph)?;
     let (model, _) = Model::init(config, train_config.seed, at)?;
     let mut opt = train_config.optimizer(&model)?;
     let mut dropout = train_config.dropout(at.device());

@@ -23,6 +23,7 @@
 //! ```
 
 use crate::error::{Result, WorkbookError};
+use crate::graph::Graph;
 use crate::model::{LayerConfig, ModelConfig};
 
 /// The largest repeat count (epochs, warm-up runs, steps, requests) accepted: a million runs of
@@ -154,6 +155,16 @@ pub fn training_bytes(config: &ModelConfig, nodes: usize, edges: usize) -> u64 {
         bytes += 10.0 * 4.0 * e * heads as f64;
     }
     to_u64(bytes)
+}
+
+/// Refuses `what` (a training or timing run) of `config` on `graph` when [`training_bytes`] says
+/// it cannot fit; the error names the graph and its size.
+pub fn check_training_fits(what: &str, config: &ModelConfig, graph: &Graph) -> Result<()> {
+    let (nodes, edges) = (graph.num_nodes(), graph.num_edges());
+    check_memory(
+        &format!("{what} on {} ({nodes} nodes, {edges} edges)", graph.name),
+        training_bytes(config, nodes, edges),
+    )
 }
 
 fn to_u64(bytes: f64) -> u64 {

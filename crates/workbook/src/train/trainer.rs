@@ -195,15 +195,7 @@ impl Trainer {
         if let Some(l) = graph.placement().ledger() {
             l.set_phase("init");
         }
-        crate::limits::check_memory(
-            &format!(
-                "training on {} ({} nodes, {} edges)",
-                graph.name,
-                graph.num_nodes(),
-                graph.num_edges()
-            ),
-            crate::limits::training_bytes(&config, graph.num_nodes(), graph.num_edges()),
-        )?;
+        crate::limits::check_training_fits("training", &config, graph)?;
         let (model, _) = Model::init(config, train_config.seed, graph.placement())?;
         Self::from_model(model, train_config)
     }
