@@ -51,7 +51,7 @@ pub enum WorkbookError {
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
 
-    /// The anti-pattern [`StatefulGatV2`](crate::threads::StatefulGatV2) found its shared
+    /// The anti-pattern `workbook_lessons::threads::StatefulGatV2` found its shared
     /// attention slot empty, because another thread's forward pass took it: PyG's
     /// `AssertionError` from `GATv2Conv` before 2.5 (issue 8741).
     #[error("shared-state race: {0}")]
@@ -79,14 +79,16 @@ pub enum WorkbookError {
 pub type Result<T, E = WorkbookError> = std::result::Result<T, E>;
 
 impl WorkbookError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    /// An I/O error about `path` (for crates built on this one, like `workbook-lessons`).
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         WorkbookError::Io {
             path: path.into(),
             source,
         }
     }
 
-    pub(crate) fn file(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+    /// A file problem: `path` and what is wrong with it.
+    pub fn file(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
         WorkbookError::File {
             path: path.into(),
             message: message.into(),

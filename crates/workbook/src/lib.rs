@@ -11,7 +11,7 @@
 //! let graph = datasets::karate(&chosen.placement).unwrap(); // embedded, no files needed
 //! let config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
 //! let report = train(config, &graph, &TrainConfig { epochs: 20, ..TrainConfig::gcn() }, |_| {}).unwrap();
-//! assert!(report.last().loss.is_finite());
+//! assert!(report.last().unwrap().loss.is_finite());
 //! ```
 //!
 //! ## Devices
@@ -34,16 +34,32 @@
 //!
 //! The layers take `&self` and keep nothing between calls (GATv2 returns its attention), so a
 //! model can be shared across threads.
+//!
+//! ## What this crate is, and what it is not
+//!
+//! The core: tensors and kernels ([`ops`]), [`layers`] and the [`model`], [`placement`] and
+//! [`device`] choice, the transfer [`ledger`], [`datasets`], [`train`]ing, and files
+//! ([`checkpoint`], [`tensor_file`], [`graph_file`], [`atomic_write`], [`export`]). Its
+//! dependencies are candle, safetensors, serde, rand, rayon, tempfile, thiserror, prost (the
+//! ONNX messages) and the `planetoid` reader: no HTTP client and no plotting crate.
+//!
+//! - Feature `download` (off by default): fetch Planetoid files that are not in the data folder
+//!   (CiteSeer; Cora is embedded) with `ureq`. Without it such a load fails with an error that
+//!   names the files and the folder to copy them into. The `workbook` CLI turns it on.
+//! - Feature `cuda`: candle's CUDA backend and this crate's kernels.
+//!
+//! The book's demonstrations and tools (the thread-safety race and the stateful anti-pattern,
+//! serving from snapshots, figures, the benchmark) live in the `workbook-lessons` crate, which
+//! depends on this one. `.ci/run` fails if an HTTP client or a plotting crate enters this
+//! crate's default dependency tree.
 
 pub mod atomic_write;
-pub mod bench;
 pub mod checkpoint;
 pub mod datasets;
 pub mod device;
 pub mod edge_index;
 pub mod error;
 pub mod export;
-pub mod figures;
 pub mod graph;
 pub mod graph_file;
 pub mod inspect;
@@ -55,7 +71,6 @@ pub mod ops;
 pub mod placement;
 pub mod predict;
 pub mod tensor_file;
-pub mod threads;
 pub mod train;
 
 pub use edge_index::EdgeIndex;
@@ -68,4 +83,3 @@ pub use placement::Placement;
 /// Re-exported so that notebooks and exercises need one dependency.
 pub use candle_core;
 pub use candle_nn;
-pub use plotters;

@@ -264,7 +264,7 @@ fn ch02_portable_checkpoint() {
 #[test]
 fn ch03_the_race_reproduced() {
     use std::sync::Arc;
-    use workbook::threads::{race_demo, serving};
+    use workbook_lessons::threads::{race_demo, serving};
     let graph = datasets::karate(Placement::cpu()).unwrap();
     let (model, _) = Model::init(ModelConfig::gatv2(34, 8, 8, 4), 0, Placement::cpu()).unwrap();
     let workbook::Layer::GatV2(conv) = &model.layers()[0] else {
@@ -287,7 +287,7 @@ fn ch03_the_race_reproduced() {
                                    // ANCHOR_END: ch03_serve
     generated("ch03_race.txt", &format!("{demo}"));
     // ANCHOR: ch03_torn
-    let torn = workbook::threads::snapshot::torn_read_demo(
+    let torn = workbook_lessons::threads::snapshot::torn_read_demo(
         &graph,
         ModelConfig::gatv2(34, 8, 8, 4),
         0,
@@ -368,8 +368,8 @@ fn say(text: &mut String, line: impl std::fmt::Display) {
 fn ch05_capstone_cora_end_to_end() {
     use std::sync::Arc;
     use workbook::export::{onnx, preflight};
-    use workbook::threads::serving;
     use workbook::train::train;
+    use workbook_lessons::threads::serving;
     let dir = tempfile::tempdir().unwrap();
     let checkpoint_path = dir.path().join("cora_gatv2.safetensors");
     let onnx_path = dir.path().join("cora_gatv2.onnx");

@@ -3,9 +3,7 @@
 
 mod common;
 
-use common::{fixtures_dir, shared_planetoid_dir};
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
+use common::fixtures_dir;
 use std::path::PathBuf;
 use workbook::candle_core::Device;
 use workbook::datasets::{self, load_planetoid, load_planetoid_from, PlanetoidSource};
@@ -69,7 +67,10 @@ fn cora_is_embedded_and_matches_pyg_counts() {
 }
 
 /// Serves files from `dir` over HTTP on 127.0.0.1 for `requests` requests, then stops.
+#[cfg(feature = "download")]
 fn serve(dir: PathBuf, requests: usize) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpListener;
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -106,9 +107,11 @@ fn serve(dir: PathBuf, requests: usize) -> String {
     format!("http://{addr}")
 }
 
+#[cfg(feature = "download")]
 #[test]
 fn citeseer_downloads_once_then_loads_from_the_cache() {
-    let Some(shared) = shared_planetoid_dir("citeseer_downloads_once_then_loads_from_the_cache")
+    let Some(shared) =
+        common::shared_planetoid_dir("citeseer_downloads_once_then_loads_from_the_cache")
     else {
         return;
     };
@@ -135,6 +138,7 @@ fn citeseer_downloads_once_then_loads_from_the_cache() {
     assert_eq!(source, PlanetoidSource::Folder(cache.path().to_path_buf()));
 }
 
+#[cfg(feature = "download")]
 #[test]
 fn failed_download_says_how_to_work_offline() {
     let empty = tempfile::tempdir().unwrap();
@@ -151,6 +155,36 @@ fn failed_download_says_how_to_work_offline() {
         std::fs::read_dir(cache.path()).unwrap().count(),
         0,
         "nothing half-written"
+    );
+}
+
+/// The core library's default build has no HTTP client (`cargo test -p workbook` builds it so;
+/// the workspace's `cargo test` turns `download` on through the CLI, and runs the two tests above).
+#[cfg(not(feature = "download"))]
+#[test]
+fn without_the_download_feature_the_error_says_where_to_put_the_files() {
+    let cache = tempfile::tempdir().unwrap();
+    let err = load_planetoid_from(
+        "citeseer",
+        Some(cache.path()),
+        &Device::Cpu,
+        "http://127.0.0.1:9",
+    )
+    .unwrap_err();
+    assert!(matches!(err, WorkbookError::Download { .. }), "{err}");
+    let msg = err.to_string();
+    for needle in [
+        "ind.citeseer.x",
+        "`download` feature",
+        "--data-dir",
+        &cache.path().display().to_string(),
+    ] {
+        assert!(msg.contains(needle), "{needle:?} missing from: {msg}");
+    }
+    assert_eq!(
+        std::fs::read_dir(cache.path()).unwrap().count(),
+        0,
+        "nothing written"
     );
 }
 
@@ -177,4 +211,26 @@ fn csbm_scales_to_a_hundred_thousand_nodes() {
     assert_eq!(g.num_nodes(), 100_000);
     let e = g.num_edges() as f64 / 100_000.0;
     assert!((9.0..10.5).contains(&e), "mean degree {e}");
+}
+
+/// `Split`'s fields are public, so `to_masks` cannot assume its ids fit: an id past the end is a
+/// named error, not an index panic.
+#[test]
+fn a_split_naming_a_missing_node_is_an_error_not_a_panic() {
+    let split = workbook::Split::from_masks(
+        &[true, false, false, false, true],
+        &[false, true, false, false, false],
+        &[false, false, true, false, false],
+        &Device::Cpu,
+    )
+    .unwrap();
+    assert_eq!(
+        split.to_masks(5).unwrap()[0],
+        [true, false, false, false, true]
+    );
+    let err = split.to_masks(3).unwrap_err().to_string();
+    assert!(
+        err.contains("train split names node 4 but the graph has 3 nodes"),
+        "{err}"
+    );
 }

@@ -8,10 +8,10 @@ use crate::commands::train::ModelKind;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use std::path::PathBuf;
-use workbook::bench::{bench, BenchConfig, BenchReport};
 use workbook::device::Chosen;
-use workbook::figures::{draw_scaling, ScalingPoint};
 use workbook::{datasets, Graph};
+use workbook_lessons::bench::{bench, BenchConfig, BenchReport};
+use workbook_lessons::figures::{draw_scaling, ScalingPoint};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -131,7 +131,7 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
 /// Concurrent inference throughput against thread count, checked against sequential answers.
 fn serving(kind: ModelKind, graph: &Graph, chosen: &Chosen, args: &Args) -> Result<()> {
     use std::sync::Arc;
-    use workbook::threads::serving;
+    use workbook_lessons::threads::serving;
     let (config, _) = kind.recipe(graph);
     let (model, _) = workbook::Model::init(config, args.seed, &chosen.placement)?;
     let requests: Arc<[serving::Request]> =

@@ -13,14 +13,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use workbook::candle_core::D;
 use workbook::device::Chosen;
-use workbook::figures::{
+use workbook::ledger::Ledger;
+use workbook::train::{TrainConfig, Trainer};
+use workbook::{datasets, Model, ModelConfig, Placement};
+use workbook_lessons::figures::{
     draw_graph, draw_line_chart, draw_training_curves, spring_layout, Curve, GraphDrawing,
     LineChart, Series,
 };
-use workbook::ledger::Ledger;
-use workbook::threads::serving;
-use workbook::train::{TrainConfig, Trainer};
-use workbook::{datasets, Model, ModelConfig, Placement};
+use workbook_lessons::threads::serving;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -19,11 +19,11 @@ use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
 use workbook::device::Chosen;
-use workbook::threads::serving::{self, Request, ServingRun};
-use workbook::threads::snapshot::{self, ServeWhileTraining, TornReadDemo};
-use workbook::threads::{race_demo, RaceDemo};
 use workbook::train::TrainConfig;
 use workbook::{datasets, Graph, Layer, Model, ModelConfig};
+use workbook_lessons::threads::serving::{self, Request, ServingRun};
+use workbook_lessons::threads::snapshot::{self, ServeWhileTraining, TornReadDemo};
+use workbook_lessons::threads::{race_demo, RaceDemo};
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -8,7 +8,9 @@
 //! 1. the data folder: `--data-dir`, else `WORKBOOK_DATA_DIR`, else `~/.cache/gnn-workbook/planetoid`;
 //! 2. Cora only: the copy embedded in this crate (570 KB), so Cora works offline;
 //! 3. a download from the Planetoid repository (`WORKBOOK_PLANETOID_URL` overrides the base URL),
-//!    written atomically into the data folder for next time.
+//!    written atomically into the data folder for next time. Downloading needs the crate's
+//!    `download` feature (off by default, so the core has no HTTP client; the CLI turns it on);
+//!    without it the error names the files and the folder to copy them into.
 //!
 //! ```
 //! use workbook::datasets::{load_planetoid, PlanetoidSource};
@@ -113,6 +115,10 @@ pub fn load_planetoid_from(
 }
 
 /// Downloads the eight files of `name` from `base` into `dir` (each written atomically).
+///
+/// Needs the crate's `download` feature (the `workbook` CLI has it on). Without it this returns
+/// [`WorkbookError::Download`] naming the first missing file, the folder to copy the files into
+/// and the feature to turn on; nothing is written.
 pub fn download(name: PlanetoidName, dir: &Path, base: &str) -> Result<()> {
     for part in FILE_PARTS {
         let file = name.file_name(part);
@@ -129,16 +135,33 @@ pub fn download(name: PlanetoidName, dir: &Path, base: &str) -> Result<()> {
                 dir.display()
             ),
         };
-        let mut response = ureq::get(&url).call().map_err(|e| fail(e.to_string()))?;
-        let bytes = response
-            .body_mut()
-            .with_config()
-            .limit(64 * 1024 * 1024)
-            .read_to_vec()
-            .map_err(|e| fail(e.to_string()))?;
+        let bytes = fetch(&url).map_err(fail)?;
         crate::atomic_write::write(&target, &bytes)?;
     }
     Ok(())
+}
+
+/// One file over HTTP(S), at most 64 MiB.
+#[cfg(feature = "download")]
+fn fetch(url: &str) -> std::result::Result<Vec<u8>, String> {
+    let mut response = ureq::get(url).call().map_err(|e| e.to_string())?;
+    response
+        .body_mut()
+        .with_config()
+        .limit(64 * 1024 * 1024)
+        .read_to_vec()
+        .map_err(|e| e.to_string())
+}
+
+/// Built without an HTTP client: say so, and how to get one.
+#[cfg(not(feature = "download"))]
+fn fetch(_url: &str) -> std::result::Result<Vec<u8>, String> {
+    Err(
+        "this build of the workbook library cannot download: its `download` feature is off \
+         (depend on `workbook` with `features = [\"download\"]`, or use the `workbook` CLI, \
+         which has it on)"
+            .to_string(),
+    )
 }
 
 fn to_graph(data: planetoid::Planetoid, device: impl Into<Placement>) -> Result<Graph> {

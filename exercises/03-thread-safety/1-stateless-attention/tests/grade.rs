@@ -7,9 +7,9 @@
 use super::stateless_attention::SharedGatV2;
 use std::sync::{mpsc, Condvar, Mutex, PoisonError};
 use workbook::datasets::{self, CsbmConfig};
-use workbook::threads::serving::Request;
 use workbook::{Activation, EdgeIndex, GatV2Config, GatV2Conv, GatV2Output, Graph, Layer};
 use workbook::{LayerConfig, Model, ModelConfig, Placement};
+use workbook_lessons::threads::serving::Request;
 
 /// A seeded single GATv2 layer (2 heads × 8 channels) taking `in_channels` features.
 fn gatv2(in_channels: usize) -> GatV2Conv {

@@ -7,16 +7,16 @@
 //! an immutable [`Snapshot`] (a deep copy of the parameters, tagged with its step) through one
 //! atomic pointer swap ([`SnapshotServer`]), and every request is served from one snapshot.
 //!
-//! [`Snapshot`]: workbook::threads::snapshot::Snapshot
-//! [`SnapshotServer`]: workbook::threads::snapshot::SnapshotServer
+//! [`Snapshot`]: workbook_lessons::threads::snapshot::Snapshot
+//! [`SnapshotServer`]: workbook_lessons::threads::snapshot::SnapshotServer
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use workbook::candle_core::{Tensor, Var};
 use workbook::candle_nn;
-use workbook::threads::snapshot::{model_vars, set_in_place};
 use workbook::{
     EdgeIndex, Graph, Model, ModelConfig, ModelOutput, Placement, Result, WorkbookError,
 };
+use workbook_lessons::threads::snapshot::{model_vars, set_in_place};
 
 /// What one request is answered from: a model, and the optimiser step it says it is.
 #[derive(Clone, Debug)]

@@ -2,15 +2,17 @@
 //! file against its checksum.
 //!
 //! Every read is *tagged*: each parameter it was served is matched, bit for bit, against the
-//! parameters recorded after every optimiser step (`workbook::threads::snapshot::StepHistory`).
+//! parameters recorded after every optimiser step (`workbook_lessons::threads::snapshot::StepHistory`).
 //! Optimiser steps are paused half-way with channels, never with sleeps, so a server that reads
 //! the live model is caught every time.
 
 use super::serve_from_snapshots::{Served, TrainAndServe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use workbook::threads::snapshot::{fingerprint, parameter_fingerprints, ReadTag, StepHistory};
 use workbook::{datasets, Graph, Model, ModelConfig, Placement, Result};
+use workbook_lessons::threads::snapshot::{
+    fingerprint, parameter_fingerprints, ReadTag, StepHistory,
+};
 
 const LR: f64 = 0.05;
 

@@ -22,9 +22,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::thread::ThreadId;
 use workbook::export::preflight::PreflightReport;
-use workbook::threads::serving::{Request, Response};
 use workbook::train::TrainReport;
 use workbook::{Graph, Model, Placement, Result};
+use workbook_lessons::threads::serving::{Request, Response};
 
 /// Attention heads of the first GATv2 layer (PyG's GAT example).
 pub const HEADS: usize = 8;
@@ -79,7 +79,7 @@ pub struct Answer {
 /// Step 5 (chapter 3): answers `requests` with `threads` new threads sharing the one `model`:
 /// each thread gets a clone of the `Arc` (a pointer, not a copy of the model), thread `t`
 /// answers requests `t`, `t + threads`, `t + 2 * threads`, ... with
-/// `workbook::threads::serving::answer`, and the answers come back in request order, each with
+/// `workbook_lessons::threads::serving::answer`, and the answers come back in request order, each with
 /// the id of the thread that computed it. Zero threads is an error, not a hang or a panic.
 pub fn serve(model: Arc<Model>, requests: Arc<[Request]>, threads: usize) -> Result<Vec<Answer>> {
     todo!(

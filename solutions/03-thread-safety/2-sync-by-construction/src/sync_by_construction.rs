@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use workbook::threads::serving::Request;
 use workbook::{GatV2Conv, GatV2Output, Result};
+use workbook_lessons::threads::serving::Request;
 
 /// A GATv2 layer for serving: it remembers its answers by request name, so a request that comes
 /// again is answered without a forward pass, and it counts the requests it served.

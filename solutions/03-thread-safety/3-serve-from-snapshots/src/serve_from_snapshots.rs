@@ -10,10 +10,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use workbook::candle_core::{Tensor, Var};
 use workbook::candle_nn;
-use workbook::threads::snapshot::{model_vars, set_in_place, Snapshot, SnapshotServer};
 use workbook::{
     EdgeIndex, Graph, Model, ModelConfig, ModelOutput, Placement, Result, WorkbookError,
 };
+use workbook_lessons::threads::snapshot::{model_vars, set_in_place, Snapshot, SnapshotServer};
 
 /// What one request is answered from: a model, and the optimiser step it says it is.
 #[derive(Clone, Debug)]

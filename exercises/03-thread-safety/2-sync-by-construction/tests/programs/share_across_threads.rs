@@ -152,7 +152,7 @@ mod forced {
 }
 
 use under_test::CachedGatV2;
-use workbook::threads::serving::Request;
+use workbook_lessons::threads::serving::Request;
 use workbook::{datasets, Activation, EdgeIndex, GatV2Config, GatV2Output, Graph, Layer};
 use workbook::{LayerConfig, Model, ModelConfig, Placement, Result};
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use workbook::threads::serving::Request;
+use workbook_lessons::threads::serving::Request;
 use workbook::{GatV2Conv, GatV2Output, Result};
 
 /// A GATv2 layer for serving: it remembers its answers by request name, so a request that comes

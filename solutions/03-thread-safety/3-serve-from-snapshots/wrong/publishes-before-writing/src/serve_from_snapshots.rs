@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use workbook::candle_core::{Tensor, Var};
 use workbook::candle_nn;
-use workbook::threads::snapshot::{model_vars, set_in_place, Snapshot, SnapshotServer};
+use workbook_lessons::threads::snapshot::{model_vars, set_in_place, Snapshot, SnapshotServer};
 use workbook::{
     EdgeIndex, Graph, Model, ModelConfig, ModelOutput, Placement, Result, WorkbookError,
 };

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::thread::ThreadId;
 use workbook::export::preflight::{self, Example, PreflightReport};
-use workbook::threads::serving::{self, Request, Response};
+use workbook_lessons::threads::serving::{self, Request, Response};
 use workbook::train::{train, TrainConfig, TrainReport};
 use workbook::{checkpoint, datasets, Graph, Model, ModelConfig, Placement, Result, WorkbookError};
 
@@ -78,7 +78,7 @@ pub struct Answer {
 /// Step 5 (chapter 3): answers `requests` with `threads` new threads sharing the one `model`:
 /// each thread gets a clone of the `Arc` (a pointer, not a copy of the model), thread `t`
 /// answers requests `t`, `t + threads`, `t + 2 * threads`, ... with
-/// `workbook::threads::serving::answer`, and the answers come back in request order, each with
+/// `workbook_lessons::threads::serving::answer`, and the answers come back in request order, each with
 /// the id of the thread that computed it. Zero threads is an error, not a hang or a panic.
 pub fn serve(model: Arc<Model>, requests: Arc<[Request]>, threads: usize) -> Result<Vec<Answer>> {
     if threads == 0 {

@@ -2,7 +2,7 @@
 //! figures: ledger bytes per epoch, serving throughput per thread count.
 //!
 //! ```
-//! use workbook::figures::{draw_line_chart, LineChart, Series};
+//! use workbook_lessons::figures::{draw_line_chart, LineChart, Series};
 //! let chart = LineChart {
 //!     title: "requests per second".into(),
 //!     x_label: "threads".into(),
@@ -15,9 +15,9 @@
 //! assert!(std::fs::read_to_string(&path).unwrap().contains("<svg"));
 //! ```
 
-use crate::error::{Result, WorkbookError};
 use plotters::prelude::*;
 use std::path::Path;
+use workbook::error::{Result, WorkbookError};
 
 /// One line: a label and its `(x, y)` points.
 #[derive(Clone, Debug)]
@@ -57,7 +57,7 @@ pub fn draw_line_chart(path: &Path, chart: &LineChart) -> Result<()> {
     let mut svg = String::new();
     draw(&mut svg, chart)
         .map_err(|e| WorkbookError::file(path, format!("cannot draw the figure: {e}")))?;
-    crate::atomic_write::write(path, svg.as_bytes())
+    workbook::atomic_write::write(path, svg.as_bytes())
 }
 
 fn draw(

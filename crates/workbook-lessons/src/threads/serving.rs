@@ -14,7 +14,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use workbook::threads::serving;
+//! use workbook_lessons::threads::serving;
 //! use workbook::{datasets, Model, ModelConfig};
 //! let dev = workbook::candle_core::Device::Cpu;
 //! let graph = datasets::karate(&dev).unwrap();
@@ -25,11 +25,6 @@
 //! assert_eq!((run.requests, run.mismatches), (40, 0));
 //! ```
 
-use crate::edge_index::EdgeIndex;
-use crate::error::{Result, WorkbookError};
-use crate::graph::Graph;
-use crate::layers::Attention;
-use crate::model::Model;
 use candle_core::Tensor;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
@@ -37,6 +32,11 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;
+use workbook::edge_index::EdgeIndex;
+use workbook::error::{Result, WorkbookError};
+use workbook::graph::Graph;
+use workbook::layers::Attention;
+use workbook::model::Model;
 
 /// One inference request: a graph, and the nodes whose predictions are wanted.
 #[derive(Clone, Debug)]
@@ -147,7 +147,7 @@ pub fn serve_sequential(model: &Model, requests: &[Request]) -> Result<Vec<Respo
 /// request order. Thread `t` answers requests `t`, `t + threads`, `t + 2·threads`, ... (so with
 /// 8 threads and 8000 requests, each thread answers exactly 1000).
 pub fn serve(model: Arc<Model>, requests: Arc<[Request]>, threads: usize) -> Result<Vec<Response>> {
-    crate::limits::check_threads("serving threads", threads)?;
+    workbook::limits::check_threads("serving threads", threads)?;
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             // Each thread owns a handle to the one model: a pointer copy, not a model copy.
@@ -221,7 +221,7 @@ pub fn sweep(
 ) -> Result<Vec<ServingRun>> {
     // every count is checked before the (possibly long) sequential reference runs
     for &t in thread_counts {
-        crate::limits::check_threads("serving threads", t)?;
+        workbook::limits::check_threads("serving threads", t)?;
     }
     let reference = serve_sequential(&model, &requests)?;
     sweep_against(model, requests, thread_counts, &reference)
@@ -254,7 +254,7 @@ fn sweep_against(
 /// graph and copies keeping 90%, 80% and 70% of its edges (different graphs, so different
 /// attention), and every other request asks for a random subset of 1 to 16 nodes.
 pub fn mixed_requests(graph: &Graph, count: usize, seed: u64) -> Result<Vec<Request>> {
-    crate::limits::check_count("requests", count, 1)?;
+    workbook::limits::check_count("requests", count, 1)?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut graphs = vec![Request::whole(graph)];
     for keep in [90, 80, 70] {

@@ -3,7 +3,7 @@
 //! error checked in beside it (`.stderr`), which the book quotes.
 //!
 //! Regenerate the expected output after a toolchain change with
-//! `TRYBUILD=overwrite cargo test -p workbook --test compile_fail`, then read the diff.
+//! `TRYBUILD=overwrite cargo test -p workbook-lessons --test compile_fail`, then read the diff.
 
 #[test]
 fn rust_refuses_to_share_cell_state_across_threads() {

@@ -4,7 +4,7 @@
 //! in one implementation, e.g. "GCN (workbook)" or "GATv2 (PyG)".
 //!
 //! ```
-//! use workbook::figures::{draw_scaling, ScalingPoint};
+//! use workbook_lessons::figures::{draw_scaling, ScalingPoint};
 //! let p = |nodes: usize, ms: f64| ScalingPoint {
 //!     series: "GCN".into(), nodes, edges: 10 * nodes, epoch_ms: ms, memory_mb: Some(ms),
 //! };
@@ -14,9 +14,9 @@
 //! assert!(std::fs::read_to_string(&path).unwrap().contains("<svg"));
 //! ```
 
-use crate::error::{Result, WorkbookError};
 use plotters::prelude::*;
 use std::path::Path;
+use workbook::error::{Result, WorkbookError};
 
 /// One measurement.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,7 +49,7 @@ pub fn draw_scaling(path: &Path, title: &str, points: &[ScalingPoint]) -> Result
     let mut svg = String::new();
     draw(&mut svg, title, points)
         .map_err(|e| WorkbookError::file(path, format!("cannot draw the figure: {e}")))?;
-    crate::atomic_write::write(path, svg.as_bytes())
+    workbook::atomic_write::write(path, svg.as_bytes())
 }
 
 fn series_names(points: &[ScalingPoint]) -> Vec<String> {

@@ -5,19 +5,19 @@
 //! `RefCell` (like `Cell`) is `Send` but not `Sync`: it tracks borrows with a plain counter, so
 //! two threads touching it at once would be a data race. A struct holding one is therefore not
 //! `Sync`, and `Arc<CellGatV2>` is not `Send`: sharing it across threads is refused **at compile
-//! time**. The compile-fail tests in `crates/workbook/tests/compile_fail/` check the exact error
+//! time**. The compile-fail tests in `crates/workbook-lessons/tests/compile_fail/` check the exact error
 //! (E0277, "`RefCell<Option<Attention>>` cannot be shared between threads safely"), and the book
 //! quotes it.
 //!
 //! So the compiler catches the `RefCell` version, but not the [`Mutex`](std::sync::Mutex)
 //! version, which is `Sync` and still mixes up attention between threads. The only design that
-//! is right under concurrency is the one with no state: [`crate::GatV2Conv::forward`] returns
+//! is right under concurrency is the one with no state: [`workbook::GatV2Conv::forward`] returns
 //! the attention.
 //!
 //! ```
 //! use workbook::candle_core::{DType, Device, Tensor};
 //! use workbook::candle_nn::{VarBuilder, VarMap};
-//! use workbook::threads::CellGatV2;
+//! use workbook_lessons::threads::CellGatV2;
 //! use workbook::{EdgeIndex, GatV2Config, GatV2Conv};
 //! let dev = Device::Cpu;
 //! let varmap = VarMap::new();
@@ -34,7 +34,8 @@
 //! ```compile_fail,E0277
 //! # use workbook::candle_core::{DType, Device};
 //! # use workbook::candle_nn::{VarBuilder, VarMap};
-//! # use workbook::{GatV2Config, GatV2Conv, threads::CellGatV2};
+//! # use workbook::{GatV2Config, GatV2Conv};
+//! # use workbook_lessons::threads::CellGatV2;
 //! # let varmap = VarMap::new();
 //! # let conv = GatV2Conv::new(GatV2Config::new(4, 3), VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu)).unwrap();
 //! let layer = std::sync::Arc::new(CellGatV2::new(conv));
@@ -42,11 +43,11 @@
 //! std::thread::spawn(move || shared.last_attention()); // error[E0277]: `RefCell<..>` cannot be shared between threads safely
 //! ```
 
-use crate::edge_index::EdgeIndex;
-use crate::error::Result;
-use crate::layers::{Attention, GatV2Conv};
 use candle_core::Tensor;
 use std::cell::RefCell;
+use workbook::edge_index::EdgeIndex;
+use workbook::error::Result;
+use workbook::layers::{Attention, GatV2Conv};
 
 /// A [`GatV2Conv`] that remembers its last attention in a `RefCell`: `Send`, not `Sync`, so the
 /// compiler refuses to share it between threads. Single-threaded use only.

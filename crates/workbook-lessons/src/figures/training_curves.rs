@@ -1,7 +1,7 @@
 //! Training curves: loss and accuracy per epoch, one line per model.
 //!
 //! ```
-//! use workbook::figures::{draw_training_curves, Curve};
+//! use workbook_lessons::figures::{draw_training_curves, Curve};
 //! use workbook::train::EpochStats;
 //! let h: Vec<EpochStats> = (1..=3).map(|e| EpochStats { epoch: e, loss: 1.0 / e as f32,
 //!     train_accuracy: 0.5, val_accuracy: 0.4, test_accuracy: 0.4, step_ms: 1.0 }).collect();
@@ -11,10 +11,10 @@
 //! assert!(std::fs::read_to_string(&path).unwrap().contains("<svg"));
 //! ```
 
-use crate::error::{Result, WorkbookError};
-use crate::train::EpochStats;
 use plotters::prelude::*;
 use std::path::Path;
+use workbook::error::{Result, WorkbookError};
+use workbook::train::EpochStats;
 
 /// One model's history.
 pub struct Curve {
@@ -34,7 +34,7 @@ pub fn draw_training_curves(path: &Path, title: &str, curves: &[Curve]) -> Resul
     let mut svg = String::new();
     draw(&mut svg, title, curves)
         .map_err(|e| WorkbookError::file(path, format!("cannot draw the figure: {e}")))?;
-    crate::atomic_write::write(path, svg.as_bytes())
+    workbook::atomic_write::write(path, svg.as_bytes())
 }
 
 fn draw(

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use workbook::candle_core::{DType, Device, Tensor};
 use workbook::candle_nn::{VarBuilder, VarMap};
-use workbook::threads::CellGatV2;
+use workbook_lessons::threads::CellGatV2;
 use workbook::{EdgeIndex, GatV2Config, GatV2Conv};
 
 /// `std::thread::spawn`'s own requirement, written out here: a closure that runs on another

@@ -9,11 +9,11 @@ mod common;
 use common::gpu;
 use std::sync::Arc;
 use workbook::candle_core::Device;
-use workbook::threads::serving::{self, Request};
-use workbook::threads::snapshot::{self, Snapshot, SnapshotServer};
-use workbook::threads::{race_demo, Schedule, StatefulGatV2};
 use workbook::train::TrainConfig;
 use workbook::{datasets, GatV2Conv, Graph, Layer, Model, ModelConfig, WorkbookError};
+use workbook_lessons::threads::serving::{self, Request};
+use workbook_lessons::threads::snapshot::{self, Snapshot, SnapshotServer};
+use workbook_lessons::threads::{race_demo, Schedule, StatefulGatV2};
 
 fn karate() -> Graph {
     datasets::karate(&Device::Cpu).unwrap()
@@ -287,7 +287,7 @@ fn a_snapshot_is_a_copy_that_later_optimiser_steps_cannot_reach() {
 
 #[test]
 fn every_model_type_is_send_and_sync() {
-    // The real proof is a compile-time constant in workbook::threads::send_sync; this repeats
+    // The real proof is a compile-time constant in workbook_lessons::threads::send_sync; this repeats
     // it for the types a server shares, and checks that the list covers them.
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Model>();
@@ -303,7 +303,7 @@ fn every_model_type_is_send_and_sync() {
         "SnapshotServer",
     ] {
         assert!(
-            workbook::threads::send_sync::CHECKED.contains(&name),
+            workbook_lessons::threads::send_sync::CHECKED.contains(&name),
             "{name}"
         );
     }

@@ -21,7 +21,7 @@
 //! sequentially for each request; [`RaceReport`] says what each thread asked for and what it got.
 //!
 //! ```
-//! use workbook::threads::{race_demo, serving::Request};
+//! use workbook_lessons::threads::{race_demo, serving::Request};
 //! use workbook::candle_core::{DType, Device, Tensor};
 //! use workbook::candle_nn::{VarBuilder, VarMap};
 //! use workbook::{EdgeIndex, GatV2Config, GatV2Conv};
@@ -42,11 +42,11 @@
 
 use super::serving::{same_attention, Request};
 use super::stateful_gatv2::StatefulGatV2;
-use crate::error::{Result, WorkbookError};
-use crate::layers::{Attention, GatV2Conv, GatV2Output};
 use serde::Serialize;
 use std::fmt;
 use std::sync::mpsc::{self, Receiver, Sender};
+use workbook::error::{Result, WorkbookError};
+use workbook::layers::{Attention, GatV2Conv, GatV2Output};
 
 /// The order in which the two threads' writes and reads run. Both orders start "A writes, B
 /// writes": the write that lands between another thread's write and read is the race.

@@ -3,7 +3,7 @@
 //! # The safe pattern
 //!
 //! Build the model once, wrap it in an `Arc`, and give every thread a clone of the `Arc`. Every
-//! forward pass takes `&self` and keeps nothing: [`GatV2Conv::forward`](crate::GatV2Conv::forward)
+//! forward pass takes `&self` and keeps nothing: [`GatV2Conv::forward`](workbook::GatV2Conv::forward)
 //! *returns* its attention, with the edges it belongs to, instead of storing it. Each thread gets
 //! exactly the answer it would get alone.
 //!
@@ -51,7 +51,7 @@
 //!   the same interleavings never goes wrong.
 //! - [`CellGatV2`] keeps the state in a `RefCell`, which is not `Sync`: putting it in an `Arc`
 //!   and handing it to another thread **does not compile** (E0277, "`RefCell<..>` cannot be
-//!   shared between threads safely"; the compile-fail tests in `crates/workbook/tests/compile_fail/`
+//!   shared between threads safely"; the compile-fail tests in `crates/workbook-lessons/tests/compile_fail/`
 //!   hold the exact message).
 //!
 //! Rust rules out data races; only the absence of shared mutable state rules out the logic race.

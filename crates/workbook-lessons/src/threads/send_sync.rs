@@ -15,16 +15,16 @@
 //! fn assert_send_sync<T: Send + Sync>() {}
 //! assert_send_sync::<workbook::Model>();
 //! assert_send_sync::<std::sync::Arc<workbook::GatV2Conv>>();
-//! assert!(workbook::threads::send_sync::CHECKED.contains(&"Model"));
+//! assert!(workbook_lessons::threads::send_sync::CHECKED.contains(&"Model"));
 //! ```
 
 use super::serving::{Request, Response, ServingRun};
 use super::snapshot::{Snapshot, SnapshotServer, StepHistory};
 use super::stateful_gatv2::StatefulGatV2;
-use crate::edge_index::EdgeIndex;
-use crate::graph::Graph;
-use crate::layers::{Attention, GatV2Config, GatV2Conv, GatV2Output, GcnConfig, GcnConv};
-use crate::model::{Layer, LayerConfig, Model, ModelConfig, ModelOutput};
+use workbook::edge_index::EdgeIndex;
+use workbook::graph::Graph;
+use workbook::layers::{Attention, GatV2Config, GatV2Conv, GatV2Output, GcnConfig, GcnConv};
+use workbook::model::{Layer, LayerConfig, Model, ModelConfig, ModelOutput};
 
 use candle_core::{Device, Tensor, Var};
 

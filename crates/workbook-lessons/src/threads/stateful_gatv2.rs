@@ -33,7 +33,7 @@
 //! ```
 //! use workbook::candle_core::{DType, Device, Tensor};
 //! use workbook::candle_nn::{VarBuilder, VarMap};
-//! use workbook::threads::StatefulGatV2;
+//! use workbook_lessons::threads::StatefulGatV2;
 //! use workbook::{EdgeIndex, GatV2Config, GatV2Conv, WorkbookError};
 //! let dev = Device::Cpu;
 //! let varmap = VarMap::new();
@@ -51,11 +51,11 @@
 //! assert!(matches!(err, WorkbookError::SharedStateRace(_)));
 //! ```
 
-use crate::edge_index::EdgeIndex;
-use crate::error::{Result, WorkbookError};
-use crate::layers::{Attention, GatV2Conv, GatV2Output};
 use candle_core::Tensor;
 use std::sync::{Mutex, PoisonError};
+use workbook::edge_index::EdgeIndex;
+use workbook::error::{Result, WorkbookError};
+use workbook::layers::{Attention, GatV2Conv, GatV2Output};
 
 /// **ANTI-PATTERN** (PyG issue 8741): a [`GatV2Conv`] that hands its attention from
 /// `message()` to `forward()` through shared interior state. `Send + Sync`, and racy: see the

@@ -20,7 +20,7 @@
 //! *tagged*: which step each parameter came from, and whether one step explains them all.
 //!
 //! ```
-//! use workbook::threads::snapshot::{Snapshot, SnapshotServer};
+//! use workbook_lessons::threads::snapshot::{Snapshot, SnapshotServer};
 //! use workbook::{datasets, Model, ModelConfig};
 //! let graph = datasets::karate(&workbook::candle_core::Device::Cpu).unwrap();
 //! let config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
@@ -33,13 +33,8 @@
 //! assert_eq!(out.logits.dims(), &[34, 4]);
 //! ```
 //!
-//! [`Adam`]: crate::train::Adam
+//! [`Adam`]: workbook::train::Adam
 
-use crate::edge_index::EdgeIndex;
-use crate::error::{Result, WorkbookError};
-use crate::graph::Graph;
-use crate::model::{Model, ModelConfig, ModelOutput};
-use crate::train::{Adam, Dropout, TrainConfig};
 use arc_swap::ArcSwap;
 use candle_core::{Tensor, Var};
 use candle_nn::VarMap;
@@ -50,6 +45,11 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
+use workbook::edge_index::EdgeIndex;
+use workbook::error::{Result, WorkbookError};
+use workbook::graph::Graph;
+use workbook::model::{Model, ModelConfig, ModelOutput};
+use workbook::train::{Adam, Dropout, TrainConfig};
 
 /// An immutable copy of a model's parameters after optimiser step `step`.
 #[derive(Clone, Debug)]
@@ -582,9 +582,9 @@ pub fn serve_while_training(
             "serve_while_training needs at least 1 reader and 1 step".into(),
         ));
     }
-    crate::limits::check_threads("readers", readers)?;
-    crate::limits::check_count("training steps", train.epochs, 1)?;
-    crate::limits::check_count("reads per reader", min_reads, 0)?;
+    workbook::limits::check_threads("readers", readers)?;
+    workbook::limits::check_count("training steps", train.epochs, 1)?;
+    workbook::limits::check_count("reads per reader", min_reads, 0)?;
     let (live, varmap) = Model::init(config, train.seed, graph.placement())?;
     let vars = model_vars(&live, &varmap)?;
     let params = vars

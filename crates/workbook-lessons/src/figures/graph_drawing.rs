@@ -2,7 +2,7 @@
 //! (e.g. GATv2 attention), positions from a seeded force-directed layout.
 //!
 //! ```
-//! use workbook::figures::{draw_graph, spring_layout, GraphDrawing};
+//! use workbook_lessons::figures::{draw_graph, spring_layout, GraphDrawing};
 //! let edges = vec![(0, 1, 1.0), (1, 2, 0.5), (2, 0, 0.2)];
 //! let positions = spring_layout(3, &edges, 0, 100);
 //! let drawing = GraphDrawing { title: "triangle".into(), positions, edges,
@@ -13,11 +13,11 @@
 //! assert!(std::fs::read_to_string(&path).unwrap().contains("<svg"));
 //! ```
 
-use crate::error::{Result, WorkbookError};
 use plotters::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::path::Path;
+use workbook::error::{Result, WorkbookError};
 
 /// What to draw.
 #[derive(Clone, Debug)]
@@ -125,7 +125,7 @@ pub fn draw_graph(path: &Path, drawing: &GraphDrawing) -> Result<()> {
     let mut svg = String::new();
     draw(&mut svg, drawing)
         .map_err(|e| WorkbookError::file(path, format!("cannot draw the figure: {e}")))?;
-    crate::atomic_write::write(path, svg.as_bytes())
+    workbook::atomic_write::write(path, svg.as_bytes())
 }
 
 fn draw(svg: &mut String, d: &GraphDrawing) -> std::result::Result<(), Box<dyn std::error::Error>> {

@@ -12,7 +12,7 @@
 //! difference is what training added.
 //!
 //! ```
-//! use workbook::bench::{bench, BenchConfig};
+//! use workbook_lessons::bench::{bench, BenchConfig};
 //! use workbook::train::TrainConfig;
 //! use workbook::{datasets, ModelConfig};
 //! let g = datasets::karate(&workbook::candle_core::Device::Cpu).unwrap();
@@ -22,13 +22,13 @@
 //! assert_eq!(r.epoch_samples_ms.len(), 2);
 //! ```
 
-use crate::error::{Result, WorkbookError};
-use crate::graph::Graph;
-use crate::model::{Model, ModelConfig};
-use crate::train::TrainConfig;
 use candle_core::Tensor;
 use serde::Serialize;
 use std::time::Instant;
+use workbook::error::{Result, WorkbookError};
+use workbook::graph::Graph;
+use workbook::model::{Model, ModelConfig};
+use workbook::train::TrainConfig;
 
 /// How many runs to discard and to time.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,8 +99,8 @@ pub fn bench(
             "bench needs at least one timed repeat".into(),
         ));
     }
-    crate::limits::check_count("repeats (--epochs)", runs.repeats, 1)?;
-    crate::limits::check_count("warm-up runs (--warmup)", runs.warmup, 0)?;
+    workbook::limits::check_count("repeats (--epochs)", runs.repeats, 1)?;
+    workbook::limits::check_count("warm-up runs (--warmup)", runs.warmup, 0)?;
     let (y, split) = match (graph.y(), graph.split()) {
         (Some(y), Some(s)) if s.train.dim(0)? > 0 => (y, s),
         _ => {
@@ -114,7 +114,7 @@ pub fn bench(
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let base_rss_mb = resident_mb().map(|(rss, _)| rss);
     let at = graph.placement();
-    crate::limits::check_training_fits("timing", &config, graph)?;
+    workbook::limits::check_training_fits("timing", &config, graph)?;
     let (model, _) = Model::init(config, train_config.seed, at)?;
     let mut opt = train_config.optimizer(&model)?;
     let mut dropout = train_config.dropout(at.device());
