@@ -52,16 +52,27 @@ impl Split {
         })
     }
 
-    /// The split as boolean masks of length `num_nodes`.
+    /// The split as boolean masks of length `num_nodes`; an id not below `num_nodes` is an
+    /// error naming the set and the id (the fields are public, so nothing else has checked).
     pub fn to_masks(&self, num_nodes: usize) -> Result<[Vec<bool>; 3]> {
-        let mask = |t: &Tensor| -> Result<Vec<bool>> {
+        let mask = |name: &str, t: &Tensor| -> Result<Vec<bool>> {
             let mut m = vec![false; num_nodes];
             for id in t.to_vec1::<u32>()? {
-                m[id as usize] = true;
+                let slot = m.get_mut(id as usize).ok_or_else(|| {
+                    WorkbookError::InvalidGraph(format!(
+                        "{name} split names node {id} but the graph has {num_nodes} nodes: \
+                         build the split from masks of length {num_nodes}"
+                    ))
+                })?;
+                *slot = true;
             }
             Ok(m)
         };
-        Ok([mask(&self.train)?, mask(&self.val)?, mask(&self.test)?])
+        Ok([
+            mask("train", &self.train)?,
+            mask("val", &self.val)?,
+            mask("test", &self.test)?,
+        ])
     }
 
     fn move_to(&self, to: &Placement, from: &Placement, what: &str) -> Result<Self> {

@@ -17,58 +17,124 @@
 //! use workbook::ops::Csr;
 //! // edges 0: 2 -> 0, 1: 1 -> 2, 2: 0 -> 0
 //! let csr = Csr::new(&[2, 1, 0], &[0, 2, 0], 3, &Device::Cpu).unwrap();
-//! assert_eq!(csr.by_dst.ptr, vec![0, 2, 2, 3]); // node 0 receives two edges, node 1 none
-//! assert_eq!(csr.by_dst.edge, vec![0, 2, 1]); // in their original order
-//! assert_eq!(csr.by_dst.other, vec![2, 0, 1]); // and their sources
-//! assert_eq!(csr.by_src.ptr, vec![0, 1, 2, 3]);
+//! assert_eq!(csr.by_dst().ptr(), [0, 2, 2, 3]); // node 0 receives two edges, node 1 none
+//! assert_eq!(csr.by_dst().edge(), [0, 2, 1]); // in their original order
+//! assert_eq!(csr.by_dst().other(), [2, 0, 1]); // and their sources
+//! assert_eq!(csr.by_src().ptr(), [0, 1, 2, 3]);
+//! ```
+//!
+//! The arrays are read through accessors only: [`Csr::new`] checks every node id, and the
+//! kernels index by them without further checks, so nothing outside may change them.
+//!
+//! ```compile_fail,E0616
+//! # use workbook::candle_core::Device;
+//! # use workbook::ops::Csr;
+//! let mut csr = Csr::new(&[2, 1, 0], &[0, 2, 0], 3, &Device::Cpu).unwrap();
+//! csr.by_dst.ptr[1] = 99; // error[E0616]: field `by_dst` of struct `Csr` is private
 //! ```
 
 use crate::error::{Result, WorkbookError};
 use candle_core::{Device, Tensor};
 
-/// Edges grouped by one endpoint.
+/// Edges grouped by one endpoint. Built only by [`Csr::new`]; read-only.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sorted {
+    ptr: Vec<u32>,
+    other: Vec<u32>,
+    edge: Vec<u32>,
+    pos: Vec<u32>,
+}
+
+impl Sorted {
     /// `[N + 1]`: the edges of node `i` are positions `ptr[i]..ptr[i + 1]`.
-    pub ptr: Vec<u32>,
+    pub fn ptr(&self) -> &[u32] {
+        &self.ptr
+    }
+
     /// `[E]`: the other endpoint of the edge at each position.
-    pub other: Vec<u32>,
+    pub fn other(&self) -> &[u32] {
+        &self.other
+    }
+
     /// `[E]`: the original id of the edge at each position.
-    pub edge: Vec<u32>,
+    pub fn edge(&self) -> &[u32] {
+        &self.edge
+    }
+
     /// `[E]`: the position of each original edge (the inverse of `edge`).
-    pub pos: Vec<u32>,
+    pub fn pos(&self) -> &[u32] {
+        &self.pos
+    }
 }
 
 /// [`Sorted`] uploaded to a GPU, for the CUDA kernels.
 #[derive(Clone, Debug)]
 pub struct SortedOnDevice {
-    pub ptr: Tensor,
-    pub other: Tensor,
-    pub edge: Tensor,
+    ptr: Tensor,
+    other: Tensor,
+    edge: Tensor,
+}
+
+impl SortedOnDevice {
+    /// [`Sorted::ptr`] on the device.
+    pub fn ptr(&self) -> &Tensor {
+        &self.ptr
+    }
+
+    /// [`Sorted::other`] on the device.
+    pub fn other(&self) -> &Tensor {
+        &self.other
+    }
+
+    /// [`Sorted::edge`] on the device.
+    pub fn edge(&self) -> &Tensor {
+        &self.edge
+    }
 }
 
 /// A [`Csr`]'s arrays on a GPU.
 #[derive(Clone, Debug)]
 pub struct CsrOnDevice {
-    pub src: Tensor,
-    pub dst: Tensor,
-    pub by_dst: SortedOnDevice,
-    pub by_src: SortedOnDevice,
+    src: Tensor,
+    dst: Tensor,
+    by_dst: SortedOnDevice,
+    by_src: SortedOnDevice,
+}
+
+impl CsrOnDevice {
+    /// [`Csr::src`] on the device.
+    pub fn src(&self) -> &Tensor {
+        &self.src
+    }
+
+    /// [`Csr::dst`] on the device.
+    pub fn dst(&self) -> &Tensor {
+        &self.dst
+    }
+
+    /// [`Csr::by_dst`] on the device.
+    pub fn by_dst(&self) -> &SortedOnDevice {
+        &self.by_dst
+    }
+
+    /// [`Csr::by_src`] on the device.
+    pub fn by_src(&self) -> &SortedOnDevice {
+        &self.by_src
+    }
 }
 
 /// An edge index sorted by destination and by source, with the original order kept.
+///
+/// Its fields are private: [`Csr::new`] validates every node id once, and the kernels rely on
+/// that to index without checks, so the arrays are read-only from outside.
 #[derive(Clone, Debug)]
 pub struct Csr {
     num_nodes: usize,
-    /// Original sources and targets, indexed by edge id.
-    pub src: Vec<u32>,
-    pub dst: Vec<u32>,
-    /// Edges into each node.
-    pub by_dst: Sorted,
-    /// Edges out of each node.
-    pub by_src: Sorted,
-    /// Device copies (`src`, `dst`, `by_dst`, `by_src`), only when `device` is a GPU.
-    pub on_device: Option<CsrOnDevice>,
+    src: Vec<u32>,
+    dst: Vec<u32>,
+    by_dst: Sorted,
+    by_src: Sorted,
+    on_device: Option<CsrOnDevice>,
 }
 
 impl Csr {
@@ -132,6 +198,31 @@ impl Csr {
     /// Number of edges.
     pub fn num_edges(&self) -> usize {
         self.src.len()
+    }
+
+    /// `[E]`: the source of each edge, in the original order.
+    pub fn src(&self) -> &[u32] {
+        &self.src
+    }
+
+    /// `[E]`: the target of each edge, in the original order.
+    pub fn dst(&self) -> &[u32] {
+        &self.dst
+    }
+
+    /// Edges into each node.
+    pub fn by_dst(&self) -> &Sorted {
+        &self.by_dst
+    }
+
+    /// Edges out of each node.
+    pub fn by_src(&self) -> &Sorted {
+        &self.by_src
+    }
+
+    /// Device copies of the arrays, only when the CSR was built for a GPU.
+    pub fn on_device(&self) -> Option<&CsrOnDevice> {
+        self.on_device.as_ref()
     }
 }
 

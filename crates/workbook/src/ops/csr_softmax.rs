@@ -61,17 +61,17 @@ fn rows_mut<'a, T>(mut buf: &'a mut [T], ptr: &[u32], width: usize) -> Vec<&'a m
 /// Runs `row_fn(node, sorted_row)` on every node in parallel, with `sorted_row` the node's slice
 /// of a destination-ordered buffer, then returns that buffer in the original edge order.
 fn per_row<T: Real>(sorted: &Sorted, h: usize, row_fn: impl Fn(usize, &mut [T]) + Sync) -> Vec<T> {
-    let mut buf = vec![T::zero(); sorted.edge.len() * h];
-    rows_mut(&mut buf, &sorted.ptr, h)
+    let mut buf = vec![T::zero(); sorted.edge().len() * h];
+    rows_mut(&mut buf, sorted.ptr(), h)
         .into_par_iter()
         .with_min_len(MIN_ROWS_PER_TASK)
         .enumerate()
         .for_each(|(i, row)| row_fn(i, row));
-    let mut out = vec![T::zero(); sorted.edge.len() * h];
+    let mut out = vec![T::zero(); sorted.edge().len() * h];
     if h > 0 {
         out.par_chunks_mut(h)
             .with_min_len(MIN_ROWS_PER_TASK)
-            .zip(sorted.pos.par_iter())
+            .zip(sorted.pos().par_iter())
             .for_each(|(o, &p)| o.copy_from_slice(&buf[p as usize * h..][..h]));
     }
     out
@@ -80,7 +80,7 @@ fn per_row<T: Real>(sorted: &Sorted, h: usize, row_fn: impl Fn(usize, &mut [T]) 
 fn softmax<T: Real>(s: &[T], sorted: &Sorted, h: usize) -> Vec<T> {
     let eps = T::from_f64(1e-16);
     per_row(sorted, h, |i, row| {
-        let edges = &sorted.edge[sorted.ptr[i] as usize..sorted.ptr[i + 1] as usize];
+        let edges = &sorted.edge()[sorted.ptr()[i] as usize..sorted.ptr()[i + 1] as usize];
         if edges.is_empty() {
             return;
         }
@@ -103,7 +103,7 @@ fn softmax<T: Real>(s: &[T], sorted: &Sorted, h: usize) -> Vec<T> {
 
 fn softmax_grad<T: Real>(alpha: &[T], g: &[T], sorted: &Sorted, h: usize) -> Vec<T> {
     per_row(sorted, h, |i, row| {
-        let edges = &sorted.edge[sorted.ptr[i] as usize..sorted.ptr[i + 1] as usize];
+        let edges = &sorted.edge()[sorted.ptr()[i] as usize..sorted.ptr()[i + 1] as usize];
         for hh in 0..h {
             let at = |k: usize| edges[k] as usize * h + hh;
             let dot = (0..edges.len()).fold(T::zero(), |d, k| d + alpha[at(k)] * g[at(k)]);
@@ -121,7 +121,7 @@ impl CustomOp1 for CsrSoftmax {
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         let (_, h) = l.shape().dims2()?;
-        let sorted = &self.csr.by_dst;
+        let sorted = self.csr.by_dst();
         let out = match s {
             CpuStorage::F32(_) => {
                 CpuStorage::F32(softmax(host_slice(s, l, "csr_softmax")?, sorted, h))
@@ -177,7 +177,7 @@ impl CustomOp2 for SoftmaxGrad {
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let (_, h) = l1.shape().dims2()?;
-        let sorted = &self.csr.by_dst;
+        let sorted = self.csr.by_dst();
         let out = match (s1, s2) {
             (CpuStorage::F32(_), CpuStorage::F32(_)) => CpuStorage::F32(softmax_grad(
                 host_slice(s1, l1, "csr_softmax")?,
@@ -240,14 +240,14 @@ mod cuda {
         let n = csr.num_nodes();
         let dev = s1.device().clone();
         let a = f32_view(s1, l1)?;
-        let d = csr.on_device.as_ref().ok_or_else(|| {
+        let d = csr.on_device().ok_or_else(|| {
             candle_core::Error::Msg("csr_softmax: the CSR was built for the CPU".into())
         })?;
         let out = dev.alloc_zeros::<f32>((e * h).max(1))?;
         let (n32, h32) = (n as u32, h as u32);
         let threads = (n * h) as u32;
-        with_view::<u32, _>(&d.by_dst.ptr, "csr_softmax", |ptr| {
-            with_view::<u32, _>(&d.by_dst.edge, "csr_softmax", |edge| {
+        with_view::<u32, _>(d.by_dst().ptr(), "csr_softmax", |ptr| {
+            with_view::<u32, _>(d.by_dst().edge(), "csr_softmax", |edge| {
                 if threads == 0 || e == 0 {
                     return Ok(());
                 }
@@ -261,6 +261,13 @@ mod cuda {
                         b.arg(&out);
                         b.arg(&n32);
                         b.arg(&h32);
+                        // SAFETY: the arguments are pushed in the order and types of `softmax_f32`
+                        // in kernels/message_passing.cu; the index arrays come from a `Csr` whose
+                        // ids `Csr::new` checked (< num_nodes, < num_edges), the float buffers have
+                        // the shapes the wrapper checked against the CSR (`csr_softmax`), `out` was
+                        // allocated with the e·h elements the guard in the kernel bounds the
+                        // threads to, and every buffer outlives the launch (candle's stream orders
+                        // it before any later use or free).
                         unsafe { b.launch(LaunchConfig::for_num_elems(threads)) }.w()?;
                     }
                     Some((s2, l2)) => {
@@ -275,6 +282,13 @@ mod cuda {
                         b.arg(&out);
                         b.arg(&n32);
                         b.arg(&h32);
+                        // SAFETY: the arguments are pushed in the order and types of
+                        // `softmax_grad_f32` in kernels/message_passing.cu; the index arrays come
+                        // from a `Csr` whose ids `Csr::new` checked (< num_nodes, < num_edges), the
+                        // float buffers have the shapes the wrapper checked against the CSR
+                        // (`csr_softmax`), `out` was allocated with the e·h elements the guard in
+                        // the kernel bounds the threads to, and every buffer outlives the launch
+                        // (candle's stream orders it before any later use or free).
                         unsafe { b.launch(LaunchConfig::for_num_elems(threads)) }.w()?;
                     }
                 }

@@ -105,7 +105,7 @@ fn scores<T: Real>(
         .with_min_len(MIN_ROWS_PER_TASK)
         .enumerate()
         .for_each(|(e, se)| {
-            let (j, i) = (csr.src[e] as usize, csr.dst[e] as usize);
+            let (j, i) = (csr.src()[e] as usize, csr.dst()[e] as usize);
             let (lj, ri) = (&xl[j * width..][..width], &xr[i * width..][..width]);
             for (hh, s) in se.iter_mut().enumerate() {
                 let r = hh * c..(hh + 1) * c;
@@ -154,7 +154,7 @@ fn scores_grad<T: Real>(
             .map(|chunk| {
                 let mut acc = vec![T::zero(); width];
                 for e in chunk * ATT_CHUNK..((chunk + 1) * ATT_CHUNK).min(e) {
-                    let (j, i) = (csr.src[e] as usize, csr.dst[e] as usize);
+                    let (j, i) = (csr.src()[e] as usize, csr.dst()[e] as usize);
                     let (lj, ri) = (&xl[j * width..][..width], &xr[i * width..][..width]);
                     for (hh, ((a, l), r)) in acc
                         .chunks_mut(c)
@@ -181,16 +181,16 @@ fn scores_grad<T: Real>(
     }
     // ∂x_l[j] sums over the edges out of j, ∂x_r[i] over the edges into i.
     let (sorted, node_is_src) = match wrt {
-        Wrt::XL => (&csr.by_src, true),
-        _ => (&csr.by_dst, false),
+        Wrt::XL => (csr.by_src(), true),
+        _ => (csr.by_dst(), false),
     };
     let mut out = vec![T::zero(); csr.num_nodes() * width];
     out.par_chunks_mut(width)
         .with_min_len(MIN_ROWS_PER_TASK)
         .enumerate()
         .for_each(|(node, row)| {
-            for k in sorted.ptr[node] as usize..sorted.ptr[node + 1] as usize {
-                let (e, other) = (sorted.edge[k] as usize, sorted.other[k] as usize);
+            for k in sorted.ptr()[node] as usize..sorted.ptr()[node + 1] as usize {
+                let (e, other) = (sorted.edge()[k] as usize, sorted.other()[k] as usize);
                 let (j, i) = if node_is_src {
                     (node, other)
                 } else {
@@ -389,7 +389,7 @@ mod cuda {
     }
 
     fn on_device(csr: &Csr) -> candle_core::Result<&super::super::csr::CsrOnDevice> {
-        csr.on_device.as_ref().ok_or_else(|| {
+        csr.on_device().ok_or_else(|| {
             candle_core::Error::Msg("gat_scores: the CSR was built for the CPU".into())
         })
     }
@@ -426,6 +426,12 @@ mod cuda {
                 b.arg(&h32);
                 b.arg(&c32);
                 b.arg(&slope);
+                // SAFETY: the arguments are pushed in the order and types of `gat_scores_f32` in
+                // kernels/message_passing.cu; the index arrays come from a `Csr` whose ids
+                // `Csr::new` checked (< num_nodes, < num_edges), the float buffers have the shapes
+                // the wrapper checked against the CSR (`gat_scores`), `out` was allocated with the
+                // e·h elements the guard in the kernel bounds the threads to, and every buffer
+                // outlives the launch (candle's stream orders it before any later use or free).
                 unsafe { b.launch(LaunchConfig::for_num_elems(len as u32)) }.w()?;
                 Ok(())
             })
@@ -479,16 +485,24 @@ mod cuda {
                                 b.arg(&c32);
                                 b.arg(&slope);
                                 b.arg(&chunk);
+                                // SAFETY: the arguments are pushed in the order and types of
+                                // `gat_scores_grad_att_f32` in kernels/message_passing.cu; the
+                                // index arrays come from a `Csr` whose ids `Csr::new` checked (<
+                                // num_nodes, < num_edges), the float buffers have the shapes the
+                                // wrapper checked against the CSR (`gat_scores`), `out` was
+                                // allocated with the h·c elements the guard in the kernel bounds
+                                // the threads to, and every buffer outlives the launch (candle's
+                                // stream orders it before any later use or free).
                                 unsafe { b.launch(LaunchConfig::for_num_elems(threads)) }.w()?;
                                 Ok(())
                             })
                         });
                     }
-                    let sorted = if wrt == 0 { &d.by_src } else { &d.by_dst };
+                    let sorted = if wrt == 0 { d.by_src() } else { d.by_dst() };
                     let func = dev.get_or_load_custom_func("gat_scores_grad_x_f32", MODULE, ptx)?;
-                    with_view::<u32, _>(&sorted.ptr, "gat_scores", |ptr| {
-                        with_view::<u32, _>(&sorted.other, "gat_scores", |other| {
-                            with_view::<u32, _>(&sorted.edge, "gat_scores", |edge| {
+                    with_view::<u32, _>(sorted.ptr(), "gat_scores", |ptr| {
+                        with_view::<u32, _>(sorted.other(), "gat_scores", |other| {
+                            with_view::<u32, _>(sorted.edge(), "gat_scores", |edge| {
                                 let node_is_src: u32 = u32::from(wrt == 0);
                                 let mut b = func.builder();
                                 b.arg(ptr);
@@ -504,6 +518,14 @@ mod cuda {
                                 b.arg(&c32);
                                 b.arg(&slope);
                                 b.arg(&node_is_src);
+                                // SAFETY: the arguments are pushed in the order and types of
+                                // `gat_scores_grad_x_f32` in kernels/message_passing.cu; the index
+                                // arrays come from a `Csr` whose ids `Csr::new` checked (<
+                                // num_nodes, < num_edges), the float buffers have the shapes the
+                                // wrapper checked against the CSR (`gat_scores`), `out` was
+                                // allocated with the n·h·c elements the guard in the kernel bounds
+                                // the threads to, and every buffer outlives the launch (candle's
+                                // stream orders it before any later use or free).
                                 unsafe { b.launch(LaunchConfig::for_num_elems(len as u32)) }.w()?;
                                 Ok(())
                             })

@@ -47,6 +47,18 @@ pub fn segment_max(
             index.dims()
         );
     }
+    // The CPU kernel checks every id as it goes; the CUDA kernel writes `out[index[e]]` without
+    // a check (see its SAFETY comment), so ids are checked here first: one reduction and a
+    // 4-byte copy, instead of an out-of-bounds write on the device.
+    if !index.device().is_cpu() && e > 0 {
+        let max = index
+            .to_dtype(candle_core::DType::I64)?
+            .max(0)?
+            .to_scalar::<i64>()?;
+        if max < 0 || max as usize >= num_segments {
+            candle_core::bail!("segment_max: index holds {max}, not in 0..{num_segments}");
+        }
+    }
     let out = flat
         .detach()
         .contiguous()?
@@ -211,6 +223,8 @@ mod cuda {
         let src = src.slice(l1.start_offset()..);
         let index = index.slice(l2.start_offset()..);
         let len = n * width;
+        // SAFETY: `alloc` leaves the memory uninitialised; `segment_max_fill_f32` below writes all
+        // `len` elements before anything reads them, and nothing reads `out` in between.
         let out = unsafe { dev.alloc::<f32>(len.max(1))? };
         let ptx = ptx()?;
         let (len32, rows32, width32) = (len as u32, rows as u32, width as u32);
@@ -219,6 +233,9 @@ mod cuda {
         let mut b = fill.builder();
         b.arg(&out);
         b.arg(&len32);
+        // SAFETY: arguments in the order and types of `segment_max_fill_f32`
+        // (kernels/segment_max.cu); `out` has `len.max(1)` elements and the kernel guards
+        // `i < len`.
         unsafe { b.launch(LaunchConfig::for_num_elems(len32.max(1))) }.w()?;
 
         if rows > 0 {
@@ -229,6 +246,10 @@ mod cuda {
             b.arg(&out);
             b.arg(&rows32);
             b.arg(&width32);
+            // SAFETY: arguments in the order and types of `segment_max_scatter_f32`; the kernel
+            // guards `i < rows·width`, `src` is `[rows, width]` and `index` `[rows]` (checked by
+            // `segment_max`), and every `index[e]` is below `n` (checked by `segment_max` before
+            // the launch), so `out[index[e]·width + h]` is inside its `n·width` elements.
             unsafe { b.launch(LaunchConfig::for_num_elems(rows32 * width32)) }.w()?;
         }
 
@@ -236,6 +257,8 @@ mod cuda {
         let mut b = finish.builder();
         b.arg(&out);
         b.arg(&len32);
+        // SAFETY: arguments in the order and types of `segment_max_finish_f32`; `out` has
+        // `len.max(1)` elements and the kernel guards `i < len`.
         unsafe { b.launch(LaunchConfig::for_num_elems(len32.max(1))) }.w()?;
 
         Ok((

@@ -64,15 +64,15 @@ struct Spmm {
 impl Spmm {
     fn sorted(&self) -> &Sorted {
         if self.transpose {
-            &self.csr.by_src
+            self.csr.by_src()
         } else {
-            &self.csr.by_dst
+            self.csr.by_dst()
         }
     }
 }
 
 fn spmm<T: Real>(x: &[T], w: &[T], sorted: &Sorted, h: usize, c: usize) -> Vec<T> {
-    let n = sorted.ptr.len() - 1;
+    let n = sorted.ptr().len() - 1;
     let width = h * c;
     let mut out = vec![T::zero(); n * width];
     if width == 0 {
@@ -82,8 +82,8 @@ fn spmm<T: Real>(x: &[T], w: &[T], sorted: &Sorted, h: usize, c: usize) -> Vec<T
         .with_min_len(MIN_ROWS_PER_TASK)
         .enumerate()
         .for_each(|(i, row)| {
-            for k in sorted.ptr[i] as usize..sorted.ptr[i + 1] as usize {
-                let (e, j) = (sorted.edge[k] as usize, sorted.other[k] as usize);
+            for k in sorted.ptr()[i] as usize..sorted.ptr()[i + 1] as usize {
+                let (e, j) = (sorted.edge()[k] as usize, sorted.other()[k] as usize);
                 let xj = &x[j * width..(j + 1) * width];
                 let we = &w[e * h..(e + 1) * h];
                 for ((o, xv), &wv) in row.chunks_mut(c).zip(xj.chunks(c)).zip(we) {
@@ -100,9 +100,9 @@ fn spmm<T: Real>(x: &[T], w: &[T], sorted: &Sorted, h: usize, c: usize) -> Vec<T
 /// `out[e, h] = Σ_c a[dst(e), h, c] · b[src(e), h, c]` (with ends swapped when `transpose`).
 fn edge_dot<T: Real>(a: &[T], b: &[T], csr: &Csr, transpose: bool, h: usize, c: usize) -> Vec<T> {
     let (to, from) = if transpose {
-        (&csr.src, &csr.dst)
+        (csr.src(), csr.dst())
     } else {
-        (&csr.dst, &csr.src)
+        (csr.dst(), csr.src())
     };
     let width = h * c;
     let mut out = vec![T::zero(); csr.num_edges() * h];
@@ -280,7 +280,7 @@ mod cuda {
     }
 
     fn on_device(csr: &Csr) -> candle_core::Result<&super::super::csr::CsrOnDevice> {
-        csr.on_device.as_ref().ok_or_else(|| {
+        csr.on_device().ok_or_else(|| {
             candle_core::Error::Msg("csr_spmm: the CSR was built for the CPU".into())
         })
     }
@@ -298,14 +298,14 @@ mod cuda {
         let x = f32_view(s1, l1)?;
         let w = f32_view(s2, l2)?;
         let d = on_device(csr)?;
-        let sorted = if transpose { &d.by_src } else { &d.by_dst };
+        let sorted = if transpose { d.by_src() } else { d.by_dst() };
         let len = n * h * c;
         let out = dev.alloc_zeros::<f32>(len.max(1))?;
         let func = dev.get_or_load_custom_func("spmm_f32", MODULE, ptx()?)?;
         let (n32, h32, c32) = (n as u32, h as u32, c as u32);
-        with_view::<u32, _>(&sorted.ptr, "csr_spmm", |ptr| {
-            with_view::<u32, _>(&sorted.other, "csr_spmm", |other| {
-                with_view::<u32, _>(&sorted.edge, "csr_spmm", |edge| {
+        with_view::<u32, _>(sorted.ptr(), "csr_spmm", |ptr| {
+            with_view::<u32, _>(sorted.other(), "csr_spmm", |other| {
+                with_view::<u32, _>(sorted.edge(), "csr_spmm", |edge| {
                     if len == 0 {
                         return Ok(());
                     }
@@ -319,6 +319,13 @@ mod cuda {
                     b.arg(&n32);
                     b.arg(&h32);
                     b.arg(&c32);
+                    // SAFETY: the arguments are pushed in the order and types of `spmm_f32` in
+                    // kernels/message_passing.cu; the index arrays come from a `Csr` whose ids
+                    // `Csr::new` checked (< num_nodes, < num_edges), the float buffers have the
+                    // shapes the wrapper checked against the CSR (`csr_spmm`), `out` was allocated
+                    // with the n·h·c elements the guard in the kernel bounds the threads to, and
+                    // every buffer outlives the launch (candle's stream orders it before any later
+                    // use or free).
                     unsafe { b.launch(LaunchConfig::for_num_elems(len as u32)) }.w()?;
                     Ok(())
                 })
@@ -367,6 +374,13 @@ mod cuda {
                 b.arg(&e32);
                 b.arg(&h32);
                 b.arg(&c32);
+                // SAFETY: the arguments are pushed in the order and types of `edge_dot_f32` in
+                // kernels/message_passing.cu; the index arrays come from a `Csr` whose ids
+                // `Csr::new` checked (< num_nodes, < num_edges), the float buffers have the shapes
+                // the wrapper checked against the CSR (`csr_spmm`, whose backward this is), `out`
+                // was allocated with the e·h elements the guard in the kernel bounds the threads
+                // to, and every buffer outlives the launch (candle's stream orders it before any
+                // later use or free).
                 unsafe { b.launch(LaunchConfig::for_num_elems(len as u32)) }.w()?;
                 Ok(())
             })

@@ -3,8 +3,8 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use workbook::threads::serving::Request;
 use workbook::{GatV2Conv, GatV2Output, Result};
+use workbook_lessons::threads::serving::Request;
 
 /// A GATv2 layer for serving: it remembers its answers by request name, so a request that comes
 /// again is answered without a forward pass, and it counts the requests it served.
@@ -23,6 +23,8 @@ pub struct CachedGatV2 {
 // "`RefCell<HashMap<String, GatV2Output>>` cannot be shared between threads safely"). Someone
 // silenced the compiler by promising that sharing is safe. Nothing here backs that promise.
 // TODO: no `unsafe` here: once every field is `Sync`, the compiler derives `Sync` for the layer by itself.
+// SAFETY: none. This is the bug of the exercise: `RefCell` and `Cell` are not thread-safe, so the
+// promise is false and two threads calling `answer` at once are undefined behaviour.
 unsafe impl Sync for CachedGatV2 {}
 
 impl CachedGatV2 {
