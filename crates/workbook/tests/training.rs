@@ -9,7 +9,7 @@ fn gcn_on_cora_reaches_pyg_accuracy() {
     let g = datasets::load("cora", None, &Device::Cpu).unwrap();
     let config = ModelConfig::gcn(g.num_features(), 16, g.num_classes());
     let report = train(config, &g, &TrainConfig::gcn(), |_| {}).unwrap();
-    let last = report.last();
+    let last = report.last().unwrap();
     // PyG's mean over 10 seeds is 81.6% (fixtures README); one seed varies by about ±1%.
     assert!(
         last.test_accuracy >= 0.79,
@@ -46,10 +46,23 @@ fn gcn_separates_the_karate_communities() {
     let g = datasets::karate(&Device::Cpu).unwrap();
     let config = ModelConfig::gcn(g.num_features(), 16, g.num_classes());
     let report = train(config, &g, &TrainConfig::gcn(), |_| {}).unwrap();
-    assert_eq!(report.last().train_accuracy, 1.0);
+    assert_eq!(report.last().unwrap().train_accuracy, 1.0);
     assert!(
-        report.last().test_accuracy >= 0.6,
+        report.last().unwrap().test_accuracy >= 0.6,
         "{}",
-        report.last().test_accuracy
+        report.last().unwrap().test_accuracy
     );
+}
+
+/// A report of no epochs (a `Trainer` turned into a report before its first epoch) has no last
+/// epoch: `None`, not a panic.
+#[test]
+fn a_report_without_epochs_has_no_last_epoch() {
+    let g = datasets::karate(&Device::Cpu).unwrap();
+    let config = ModelConfig::gcn(g.num_features(), 4, g.num_classes());
+    let trainer = workbook::train::Trainer::new(config, &g, &TrainConfig::gcn()).unwrap();
+    let report = trainer.into_report();
+    assert!(report.history.is_empty());
+    assert!(report.last().is_none());
+    assert_eq!(report.epoch_ms(), 0.0);
 }

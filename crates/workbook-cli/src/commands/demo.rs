@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use workbook::datasets;
 use workbook::device::Chosen;
-use workbook::figures::{draw_training_curves, Curve};
+use workbook_lessons::figures::{draw_training_curves, Curve};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -48,7 +48,7 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     let mut rows = Vec::new();
     for kind in [ModelKind::Gcn, ModelKind::Gatv2] {
         let report = train_with_bar(kind, &graph, args.epochs, args.seed)?;
-        let last = report.last().clone();
+        let last = report.last().context("training ran no epochs")?.clone();
         println!(
             "{:>6}: {} epochs on {} in {:.1} ms/epoch; loss {:.3}, train accuracy {:.0}%, accuracy on the 30 unlabelled members {:.1}%",
             kind.name(),

@@ -109,7 +109,7 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     if args.ledger {
         eprint!("transfer ledger ({}):\n{}", chosen.name, ledger.table());
     }
-    let last = report.last();
+    let last = report.last().context("training ran no epochs")?;
     let mut summary = json!({
             "model": args.model.name(),
             "dataset": graph.name,

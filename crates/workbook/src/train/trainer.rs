@@ -100,11 +100,10 @@ pub struct TrainReport {
 }
 
 impl TrainReport {
-    /// The last epoch's statistics.
-    pub fn last(&self) -> &EpochStats {
-        self.history
-            .last()
-            .expect("training runs at least one epoch")
+    /// The last epoch's statistics, or `None` for a report of no epochs
+    /// ([`Trainer::into_report`] before any [`Trainer::epoch`]; [`train`] always runs one).
+    pub fn last(&self) -> Option<&EpochStats> {
+        self.history.last()
     }
 
     /// Mean training-step time over the epochs after the first (which pays one-off costs).

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use workbook::candle_core::{Device, Tensor};
 use workbook::device::accelerator;
 use workbook::ledger::Ledger;
-use workbook::threads::serving::{self, Request};
 use workbook::train::{train, TrainConfig};
 use workbook::{checkpoint, datasets, Graph, Model, ModelConfig, Placement};
+use workbook_lessons::threads::serving::{self, Request};
 
 /// Epochs for the accuracy test: at learning rate 0.02 (seed 0), GATv2 reaches 80.4% test
 /// accuracy on Cora after 30 epochs (book chapter 5), in a few seconds.
@@ -82,7 +82,9 @@ fn trains_gatv2_on_the_accelerator_moving_cora_once() {
         EPOCHS,
         "train_gatv2 should train for the {EPOCHS} epochs it was asked for"
     );
-    let last = report.last();
+    let last = report
+        .last()
+        .expect("the report has the epochs counted above");
     assert!(
         last.test_accuracy >= MIN_TEST_ACCURACY,
         "test accuracy after {EPOCHS} epochs is {:.1}%, below {:.0}%: is the learning rate LR (0.02) and the recipe TrainConfig::gatv2()?",
