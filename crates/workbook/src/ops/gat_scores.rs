@@ -410,8 +410,8 @@ mod cuda {
         let out = dev.alloc_zeros::<f32>(len.max(1))?;
         let func = dev.get_or_load_custom_func("gat_scores_f32", MODULE, ptx()?)?;
         let (e32, h32, c32) = (e as u32, h as u32, c as u32);
-        with_view::<u32, _>(&d.src, "gat_scores", |src| {
-            with_view::<u32, _>(&d.dst, "gat_scores", |dst| {
+        with_view::<u32, _>(d.src(), "gat_scores", |src| {
+            with_view::<u32, _>(d.dst(), "gat_scores", |dst| {
                 if len == 0 {
                     return Ok(());
                 }
@@ -471,8 +471,8 @@ mod cuda {
                         let threads = (h * c) as u32 * e32.div_ceil(chunk);
                         let func =
                             dev.get_or_load_custom_func("gat_scores_grad_att_f32", MODULE, ptx)?;
-                        return with_view::<u32, _>(&d.src, "gat_scores", |src| {
-                            with_view::<u32, _>(&d.dst, "gat_scores", |dst| {
+                        return with_view::<u32, _>(d.src(), "gat_scores", |src| {
+                            with_view::<u32, _>(d.dst(), "gat_scores", |dst| {
                                 let mut b = func.builder();
                                 b.arg(src);
                                 b.arg(dst);

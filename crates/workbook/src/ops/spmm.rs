@@ -352,9 +352,9 @@ mod cuda {
         let bsrc = f32_view(s2, l2)?;
         let d = on_device(csr)?;
         let (to, from) = if transpose {
-            (&d.src, &d.dst)
+            (d.src(), d.dst())
         } else {
-            (&d.dst, &d.src)
+            (d.dst(), d.src())
         };
         let len = e * h;
         let out = dev.alloc_zeros::<f32>(len.max(1))?;
