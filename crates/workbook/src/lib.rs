@@ -35,6 +35,9 @@
 //! The layers take `&self` and keep nothing between calls (GATv2 returns its attention), so a
 //! model can be shared across threads.
 
+// The derive names this crate `::workbook`, inside it too.
+extern crate self as workbook;
+
 pub mod atomic_write;
 pub mod bench;
 pub mod checkpoint;
@@ -51,6 +54,7 @@ pub mod layers;
 pub mod ledger;
 pub mod limits;
 pub mod model;
+pub mod module;
 pub mod ops;
 pub mod placement;
 pub mod predict;
@@ -61,9 +65,15 @@ pub mod train;
 pub use edge_index::EdgeIndex;
 pub use error::{Result, WorkbookError};
 pub use graph::{Graph, GraphPart, Split};
-pub use layers::{Attention, GatV2Config, GatV2Conv, GatV2Output, GcnConfig, GcnConv};
+pub use layers::{
+    Attention, GatV2Config, GatV2Conv, GatV2Output, GcnConfig, GcnConv, GraphLayer, LayerInput,
+    LayerOutput, LayerSpec, SageConfig, SageConv,
+};
 pub use model::{Activation, Layer, LayerConfig, Model, ModelConfig, ModelOutput};
+pub use module::Module;
 pub use placement::Placement;
+/// `#[derive(Module)]`: see [`module`].
+pub use workbook_derive::Module;
 
 /// Re-exported so that notebooks and exercises need one dependency.
 pub use candle_core;
