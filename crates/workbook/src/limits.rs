@@ -24,7 +24,7 @@
 
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;
-use crate::model::{LayerConfig, ModelConfig};
+use crate::model::ModelConfig;
 
 /// The largest repeat count (epochs, warm-up runs, steps, requests) accepted: a million runs of
 /// anything is already hours; more is a typo.

@@ -363,8 +363,7 @@ impl TensorMap for Prefixed<'_> {
             .tensor(&format!("{}{name}", self.prefix), kind, t, from)
     }
     fn edge_index(&mut self, name: &str, e: &EdgeIndex) -> Result<Option<EdgeIndex>> {
-        self.inner
-            .edge_index(&format!("{}{name}", self.prefix), e)
+        self.inner.edge_index(&format!("{}{name}", self.prefix), e)
     }
 }
 

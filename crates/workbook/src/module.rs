@@ -206,7 +206,10 @@ pub trait Module {
         let home = self.placement().clone();
         let mut out = Vec::new();
         self.visit_tensors(&mut |n| {
-            let at = n.placement.cloned().unwrap_or_else(|| inherit(n.tensor, &home));
+            let at = n
+                .placement
+                .cloned()
+                .unwrap_or_else(|| inherit(n.tensor, &home));
             out.push((n.name, n.kind, at))
         });
         out
@@ -232,7 +235,11 @@ pub trait Module {
             .map(|(n, _, p)| Placed::new(n.clone(), Role::Parameter, p))
             .collect();
         items.push(Placed::new("x", Role::Input, &x_at));
-        items.push(Placed::new("edge_index", Role::Input, edge_index.placement()));
+        items.push(Placed::new(
+            "edge_index",
+            Role::Input,
+            edge_index.placement(),
+        ));
         if let Some(w_at) = &w_at {
             items.push(Placed::new("edge_weight", Role::Input, w_at));
         }
@@ -292,7 +299,10 @@ pub trait Module {
         let home = self.placement().clone();
         let mut rows = Vec::new();
         self.visit_tensors(&mut |n| {
-            let at = n.placement.cloned().unwrap_or_else(|| inherit(n.tensor, &home));
+            let at = n
+                .placement
+                .cloned()
+                .unwrap_or_else(|| inherit(n.tensor, &home));
             rows.push(crate::inspect::Row {
                 name: format!("{prefix}{}", n.name),
                 kind: n.kind.as_str(),
@@ -347,9 +357,18 @@ impl TensorMap for Mover {
 }
 
 /// Converts parameters to a dtype; drops edge buffers.
-struct Caster {
+pub(crate) struct Caster {
     to: Placement,
     dtype: DType,
+}
+
+impl Caster {
+    pub(crate) fn new(to: &Placement, dtype: DType) -> Self {
+        Self {
+            to: to.clone(),
+            dtype,
+        }
+    }
 }
 
 impl TensorMap for Caster {
@@ -362,4 +381,102 @@ impl TensorMap for Caster {
     fn edge_index(&mut self, _: &str, _: &EdgeIndex) -> Result<Option<EdgeIndex>> {
         Ok(None)
     }
+}
+
+/// Runs `f(module, inputs)` — a forward pass that is not a graph layer's, such as a loss — with
+/// the checks [`GraphLayer::apply`](crate::layers::GraphLayer::apply) makes: every parameter
+/// and buffer of `module` and every input on the module's placement first, and on a simulated
+/// device the float64 *shadow pass* that catches a tensor made inside `f` on a fixed device
+/// (see `apply`). Integer inputs (labels) are passed as they are. `what` names the module in
+/// errors.
+///
+/// ```
+/// use workbook::candle_core::{DType, Tensor};
+/// use workbook::{module, Module, Placement, Result};
+///
+/// #[derive(Clone, Debug, Module)]
+/// struct Scaled {
+///     #[module(buffer)]
+///     scale: Tensor,
+///     #[module(placement)]
+///     at: Placement,
+/// }
+/// let sim = Placement::sim(1);
+/// let s = Scaled { scale: Tensor::ones(3, DType::F32, sim.device()).unwrap(), at: sim.clone() };
+/// let x = Tensor::ones(3, DType::F32, sim.device()).unwrap();
+/// // made from the input: follows it
+/// let ok = module::checked(&s, "Scaled", &[&x], |s, t| Ok((&t[0] * &s.scale)?.sum_all()?));
+/// assert!(ok.is_ok());
+/// // made on a fixed device with a fixed dtype: caught on sim:1 too
+/// let bad = module::checked(&s, "Scaled", &[&x], |s, t| {
+///     let fixed = Tensor::new(&[1f32, 2., 3.], &workbook::candle_core::Device::Cpu)?;
+///     Ok((&t[0] * &s.scale)?.mul(&fixed)?.sum_all()?)
+/// });
+/// assert!(bad.unwrap_err().to_string().contains("Scaled made a tensor inside forward"));
+/// ```
+pub fn checked<M: Module + Sized>(
+    module: &M,
+    what: &str,
+    inputs: &[&Tensor],
+    f: impl Fn(&M, &[Tensor]) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let at = module.placement();
+    let input_at: Vec<(String, Placement)> = inputs
+        .iter()
+        .enumerate()
+        .map(|(k, t)| (format!("input {k}"), inherit(t, at)))
+        .collect();
+    let tensors = module.tensor_placements();
+    let mut items: Vec<Placed> = tensors
+        .iter()
+        .map(|(n, k, p)| {
+            let role = match k {
+                Kind::Parameter => Role::Parameter,
+                Kind::Buffer => Role::Buffer,
+            };
+            Placed::new(n.clone(), role, p)
+        })
+        .collect();
+    items.extend(
+        input_at
+            .iter()
+            .map(|(n, p)| Placed::new(n.clone(), Role::Input, p)),
+    );
+    check_all(&format!("{what} tensors"), at, &items)?;
+    let owned: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
+    let out = f(module, &owned)?;
+    let float_in = inputs
+        .iter()
+        .any(|t| t.dtype().is_float() && t.dtype() != DType::F64);
+    if at.is_sim() && float_in {
+        let shadow = module.map_tensors(&mut Caster::new(at, DType::F64))?;
+        let converted = inputs
+            .iter()
+            .map(|t| {
+                Ok(if t.dtype().is_float() {
+                    t.to_dtype(DType::F64)?
+                } else {
+                    (*t).clone()
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let problem = match f(&shadow, &converted) {
+            Err(e) => Some(format!("it stopped with: {e}")),
+            Ok(o) if o.dtype() != DType::F64 => {
+                Some(format!("its output came back {:?}", o.dtype()))
+            }
+            Ok(_) => None,
+        };
+        if let Some(problem) = problem {
+            return Err(intermediate_error(what, at, &problem));
+        }
+    }
+    Ok(out)
+}
+
+/// The error of a shadow pass that failed: names the module, what happened and the fix.
+pub(crate) fn intermediate_error(what: &str, at: &Placement, problem: &str) -> WorkbookError {
+    WorkbookError::IntermediateTensor(format!(
+        "{what} made a tensor inside forward that does not follow its input: on {at} it ran once more with everything in float64 and {problem}. A tensor made on a fixed device (Tensor::zeros(n, DType::F32, &Device::Cpu), PyTorch's torch.zeros(n)) fails the same way on a GPU. Create intermediates from the input: x.zeros_like(), Tensor::zeros(n, x.dtype(), x.device())"
+    ))
 }

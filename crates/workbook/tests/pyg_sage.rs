@@ -47,8 +47,11 @@ struct Case {
 }
 
 fn load(name: &str) -> Case {
-    let file =
-        tensor_file::read(&sage_dir().join(format!("{name}.safetensors")), &Device::Cpu).unwrap();
+    let file = tensor_file::read(
+        &sage_dir().join(format!("{name}.safetensors")),
+        &Device::Cpu,
+    )
+    .unwrap();
     assert_eq!(file.metadata["layer"], "SAGEConv");
     let mut config: serde_json::Value = serde_json::from_str(&file.metadata["config"]).unwrap();
     config["layer"] = "SAGEConv".into();

@@ -164,7 +164,13 @@ impl Builder {
     }
 
     /// Adds a node with one output and returns the output's name.
-    pub fn op(&mut self, op: &str, inputs: &[&str], attrs: Vec<AttributeProto>, hint: &str) -> String {
+    pub fn op(
+        &mut self,
+        op: &str,
+        inputs: &[&str],
+        attrs: Vec<AttributeProto>,
+        hint: &str,
+    ) -> String {
         let out = self.fresh(hint);
         self.op_named(op, inputs, attrs, &out);
         out
@@ -683,7 +689,9 @@ pub fn to_onnx(model: &Model, options: &OnnxOptions) -> Result<ModelProto> {
     let mut attention: Vec<(String, GatOut)> = Vec::new();
     for (k, layer) in model.layers().iter().enumerate() {
         let prefix = config.prefix(k);
-        let o = layer.as_graph_layer().export_onnx(&mut b, &s, &h, &prefix)?;
+        let o = layer
+            .as_graph_layer()
+            .export_onnx(&mut b, &s, &h, &prefix)?;
         h = o.out;
         if let Some(a) = o.attention {
             let name = if prefix.is_empty() {

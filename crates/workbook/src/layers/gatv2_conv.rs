@@ -33,11 +33,11 @@ use super::gcn_conv::check_features;
 use super::init::glorot;
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
-use crate::ops::segment_softmax;
 use crate::layers::{GraphLayer, LayerInput, LayerOutput};
+use crate::ops::segment_softmax;
 use crate::placement::Placement;
-use crate::Module;
 use crate::train::dropout::Dropout;
+use crate::Module;
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::{Linear, Module as _, VarBuilder};
 use rand_chacha::ChaCha8Rng;
@@ -371,6 +371,10 @@ impl GraphLayer for GatV2Conv {
             out: o.out,
             attention: Some(o.attention),
         })
+    }
+
+    fn shadow_check(&self) -> bool {
+        false
     }
 
     fn export_onnx(

@@ -458,11 +458,19 @@ impl GraphLayer for GcnConv {
     }
 
     fn forward_layer(&self, i: &LayerInput<'_>, _: Option<&mut Dropout>) -> Result<LayerOutput> {
-        Ok(LayerOutput::new(self.forward(i.x, i.edge_index, i.edge_weight)?))
+        Ok(LayerOutput::new(self.forward(
+            i.x,
+            i.edge_index,
+            i.edge_weight,
+        )?))
     }
 
     fn clear_cache(&mut self) {
         GcnConv::clear_cache(self)
+    }
+
+    fn shadow_check(&self) -> bool {
+        false
     }
 
     fn export_onnx(

@@ -19,10 +19,10 @@ pub use sage_conv::{SageConfig, SageConv};
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
 use crate::export::onnx::{Builder, OnnxLayerOut, Sizes};
-use crate::module::{Module, TensorMap};
+use crate::module::{Caster, Module, TensorMap};
 use crate::placement::{check_all, inherit, Placed, Role};
 use crate::train::Dropout;
-use candle_core::Tensor;
+use candle_core::{DType, Tensor};
 use std::fmt::Debug;
 
 /// What a layer's forward pass reads: node features and the graph.
@@ -89,18 +89,75 @@ pub trait GraphLayer: Module + DynLayer + Debug + Send + Sync + 'static {
         )))
     }
 
+    /// Whether [`GraphLayer::apply`] runs the shadow pass on a simulated device (see there).
+    /// The built-in layers opt out: their intermediates are checked by the library's own tests,
+    /// and they would pay a second forward pass on every `sim:N` call.
+    fn shadow_check(&self) -> bool {
+        true
+    }
+
     /// The checked forward pass: every parameter, buffer and input on the layer's placement
     /// first (the error names the culprit), then [`GraphLayer::forward_layer`], then its output
-    /// checked against the placement too, naming the layer.
+    /// checked against the placement, naming the layer.
+    ///
+    /// **Intermediates on `sim:N`.** A tensor made inside `forward_layer` on a fixed device
+    /// (`Tensor::zeros(n, DType::F32, &Device::Cpu)`, the translation of PyTorch's
+    /// `torch.zeros(n)`) fails on a GPU with candle's own error, but on `sim:N` it *is* in host
+    /// memory like everything else, and no check of devices can see it. So on a simulated
+    /// device, in evaluation mode, `apply` runs the layer a second time in float64, with its
+    /// parameters, buffers and inputs converted (the *shadow pass*): an intermediate made from
+    /// the input (`x.zeros_like()`, `Tensor::zeros(n, x.dtype(), x.device())`) follows it, while
+    /// one made with a fixed device and dtype meets a float64 tensor and stops the pass, and the
+    /// error names the layer and the fix. Its limit: an intermediate with the input's dtype
+    /// but a fixed device (`Tensor::zeros(n, x.dtype(), &Device::Cpu)`) passes on `sim:N` and is
+    /// caught only on a real device.
     fn apply(&self, input: &LayerInput<'_>, dropout: Option<&mut Dropout>) -> Result<LayerOutput> {
         let what = format!("{} parameters", self.layer_type());
         self.check_forward(&what, input.x, input.edge_index, input.edge_weight)?;
+        let shadow = dropout.is_none()
+            && self.placement().is_sim()
+            && input.x.dtype() != DType::F64
+            && self.shadow_check();
         let o = self.forward_layer(input, dropout)?;
         let at = self.placement();
         let got = inherit(&o.out, at);
         let culprit = format!("{}.forward output", self.layer_type());
         check_all(&what, at, &[Placed::new(culprit, Role::Intermediate, &got)])?;
+        if shadow {
+            self.shadow_pass(input)?;
+        }
         Ok(o)
+    }
+
+    /// The float64 shadow pass of [`GraphLayer::apply`] on a simulated device.
+    fn shadow_pass(&self, input: &LayerInput<'_>) -> Result<()> {
+        let at = self.placement();
+        let layer = self.map_boxed(&mut Caster::new(at, DType::F64))?;
+        let x = input.x.to_dtype(DType::F64)?;
+        let w = input
+            .edge_weight
+            .map(|w| w.to_dtype(DType::F64))
+            .transpose()?;
+        let shadow_input = LayerInput {
+            x: &x,
+            edge_index: input.edge_index,
+            edge_weight: w.as_ref(),
+        };
+        let problem = match layer.forward_layer(&shadow_input, None) {
+            Err(e) => Some(format!("it stopped with: {e}")),
+            Ok(o) if o.out.dtype() != DType::F64 => {
+                Some(format!("its output came back {:?}", o.out.dtype()))
+            }
+            Ok(_) => None,
+        };
+        match problem {
+            None => Ok(()),
+            Some(problem) => Err(crate::module::intermediate_error(
+                self.layer_type(),
+                at,
+                &problem,
+            )),
+        }
     }
 }
 

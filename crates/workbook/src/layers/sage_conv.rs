@@ -203,7 +203,11 @@ impl GraphLayer for SageConv {
         "SAGEConv"
     }
 
-    fn forward_layer(&self, input: &LayerInput<'_>, _: Option<&mut Dropout>) -> Result<LayerOutput> {
+    fn forward_layer(
+        &self,
+        input: &LayerInput<'_>,
+        _: Option<&mut Dropout>,
+    ) -> Result<LayerOutput> {
         let x = input.x;
         let (n, f) = x.dims2()?;
         if f != self.config.in_channels || n != input.edge_index.num_nodes() {
@@ -230,7 +234,13 @@ impl GraphLayer for SageConv {
         Ok(LayerOutput::new(out))
     }
 
-    fn export_onnx(&self, b: &mut Builder, s: &Sizes, h: &str, prefix: &str) -> Result<OnnxLayerOut> {
+    fn export_onnx(
+        &self,
+        b: &mut Builder,
+        s: &Sizes,
+        h: &str,
+        prefix: &str,
+    ) -> Result<OnnxLayerOut> {
         if s.edge_weight.is_some() {
             return Err(WorkbookError::InvalidConfig(
                 "ONNX export with an edge_weight input: SAGEConv takes no edge weights; export without OnnxOptions::edge_weight".into(),
@@ -240,7 +250,12 @@ impl GraphLayer for SageConv {
         // mean over in-edges: scatter-add the source rows and the edge counts, divide.
         let rows = b.gather_rows(h, &s.src);
         let width = b.const_i64(&[c.in_channels as i64], &[1]);
-        let shape = b.op("Concat", &[&s.n_1d, &width], vec![attr_int("axis", 0)], "sage_shape");
+        let shape = b.op(
+            "Concat",
+            &[&s.n_1d, &width],
+            vec![attr_int("axis", 0)],
+            "sage_shape",
+        );
         let zeros = b.filled(&shape, 0.0, "sage_zeros");
         let sums = b.scatter_rows(&zeros, &s.dst, &rows, 2, "add");
         let edge_shape = b.op("Shape", &[&s.src], vec![], "sage_edges");
@@ -267,7 +282,12 @@ impl GraphLayer for SageConv {
         }
         if c.normalize {
             let axes = b.const_i64(&[1], &[1]);
-            let norm = b.op("ReduceL2", &[&out, &axes], vec![attr_int("keepdims", 1)], "sage_norm");
+            let norm = b.op(
+                "ReduceL2",
+                &[&out, &axes],
+                vec![attr_int("keepdims", 1)],
+                "sage_norm",
+            );
             let eps = b.const_f32(&[1e-12], &[]);
             let norm = b.op("Max", &[&norm, &eps], vec![], "sage_norm_eps");
             out = b.op("Div", &[&out, &norm], vec![], "sage_normalized");
