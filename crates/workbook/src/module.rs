@@ -461,7 +461,11 @@ pub fn checked<M: Module + Sized>(
             })
             .collect::<Result<Vec<_>>>()?;
         let problem = match f(&shadow, &converted) {
-            Err(e) => Some(format!("it stopped with: {e}")),
+            // candle appends a backtrace under RUST_BACKTRACE: keep the message
+            Err(e) => Some(format!(
+                "it stopped with: {}",
+                e.to_string().lines().next().unwrap_or_default()
+            )),
             Ok(o) if o.dtype() != DType::F64 => {
                 Some(format!("its output came back {:?}", o.dtype()))
             }

@@ -681,7 +681,7 @@ impl WeightedCrossEntropy {
         let log_p = workbook::candle_nn::ops::log_softmax(logits, 1)?;
         let picked = log_p.gather(&y.unsqueeze(1)?, 1)?.squeeze(1)?;
         let w = weights.index_select(y, 0)?;
-        Ok(((picked * &w)?.sum_all()?.neg()? / w.sum_all()?.to_scalar::<f32>()? as f64)?)
+        Ok((picked * &w)?.sum_all()?.neg()?.div(&w.sum_all()?)?)
     }
 }
 // ANCHOR_END: ch02_own_loss

@@ -57,7 +57,7 @@ fn the_custom_layer_moves_checks_and_runs() -> Result<()> {
     let err = gin.apply(&input, None).unwrap_err(); // still on the cpu: named, not a crash
     assert!(err
         .to_string()
-        .contains("GINConv parameters are on cpu but input 'x' is on sim:1"));
+        .contains("GINConv parameters are on cpu but input 'edge_index' is on sim:1"));
     let gin = gin.to_device(&sim)?; // every field the derive visited
     assert_eq!(gin.apply(&input, None)?.out.dims(), &[34, 4]);
     let names: Vec<_> = gin.named_parameters().into_iter().map(|(n, _)| n).collect();

@@ -144,7 +144,11 @@ pub trait GraphLayer: Module + DynLayer + Debug + Send + Sync + 'static {
             edge_weight: w.as_ref(),
         };
         let problem = match layer.forward_layer(&shadow_input, None) {
-            Err(e) => Some(format!("it stopped with: {e}")),
+            // candle appends a backtrace under RUST_BACKTRACE: keep the message
+            Err(e) => Some(format!(
+                "it stopped with: {}",
+                e.to_string().lines().next().unwrap_or_default()
+            )),
             Ok(o) if o.out.dtype() != DType::F64 => {
                 Some(format!("its output came back {:?}", o.out.dtype()))
             }
