@@ -178,7 +178,7 @@ fn moves_checks_and_names_the_culprit_on_sim() {
 
 #[test]
 fn trains_and_checkpoints() {
-    let graph = datasets::karate(&Placement::cpu()).unwrap();
+    let graph = datasets::karate(Placement::cpu()).unwrap();
     let config = ModelConfig::sage(graph.num_features(), 16, graph.num_classes());
     let report = workbook::train::train(
         config,
