@@ -6,6 +6,15 @@
 //! checks, `inspect`, checkpoints, the optimiser, ONNX export) see layers only through these
 //! two traits, so adding a layer means implementing them; see [`sage_conv`] for one written
 //! exactly as a reader would, with nothing but the public API.
+//!
+//! ```
+//! use workbook::{GraphLayer, Model, ModelConfig, Module, Placement};
+//! let (model, _) = Model::init(ModelConfig::sage(34, 8, 4), 0, Placement::cpu()).unwrap();
+//! let first = model.layers()[0].as_graph_layer();
+//! assert_eq!(first.layer_type(), "SAGEConv");
+//! let names: Vec<_> = first.named_parameters().into_iter().map(|(n, _)| n).collect();
+//! assert_eq!(names, ["lin_l.weight", "lin_l.bias", "lin_r.weight"]);
+//! ```
 
 pub mod gatv2_conv;
 pub mod gcn_conv;
