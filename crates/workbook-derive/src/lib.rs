@@ -28,7 +28,8 @@
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as Tokens;
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
 use syn::{parse_macro_input, Data, DeriveInput, Fields, LitStr};
 
 enum Role {
@@ -40,6 +41,8 @@ enum Role {
 
 struct FieldSpec {
     ident: syn::Ident,
+    /// Where errors about the field's type point (the field itself, not the derive).
+    span: proc_macro2::Span,
     role: Role,
     name: String,
     or: Option<syn::Ident>,
@@ -72,6 +75,7 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
     for f in &fields.named {
         let ident = f.ident.clone().expect("named fields have names");
         let mut spec = FieldSpec {
+            span: f.ty.span(),
             name: ident.to_string(),
             ident,
             role: Role::Parameter,
@@ -130,11 +134,13 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
                             ::core::option::Option::None => #krate::Tensors::visit(&self.#other, #name, #kind, f),
                         }
                     }),
-                    None => visits.push(quote! {
+                    None => visits.push(quote_spanned! {s.span=>
                         #krate::Tensors::visit(&self.#ident, #name, #kind, f);
                     }),
                 }
-                maps.push(quote! { #ident: #krate::Tensors::map(&self.#ident, #name, #kind, m)?, });
+                maps.push(quote_spanned! {s.span=>
+                    #ident: #krate::Tensors::map(&self.#ident, #name, #kind, m)?,
+                });
             }
             Role::Placement => {
                 maps.push(quote! { #ident: #krate::TensorMap::target(m).clone(), });
