@@ -126,6 +126,43 @@ fn train_prints_one_json_line_with_the_promised_fields() {
     assert_eq!(line["train_accuracy"], 1.0);
 }
 
+/// GraphSAGE through the CLI: trains on karate, saves a checkpoint (PyG names), and
+/// `predict` reloads it on the simulated device.
+#[test]
+fn train_model_sage_trains_and_saves() {
+    let dir = tempfile::tempdir().unwrap();
+    let weights = dir.path().join("sage.safetensors");
+    let stdout = ok(&workbook(
+        &[
+            "train",
+            "--model",
+            "sage",
+            "--dataset",
+            "karate",
+            "--epochs",
+            "100",
+            "--save",
+            weights.to_str().unwrap(),
+        ],
+        dir.path(),
+    ));
+    let line: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(line["model"], "sage");
+    assert!(line["train_accuracy"].as_f64().unwrap() >= 0.75, "{line}");
+    let saved = workbook::tensor_file::read(&weights, &workbook::candle_core::Device::Cpu).unwrap();
+    for name in [
+        "conv1.lin_l.weight",
+        "conv1.lin_l.bias",
+        "conv1.lin_r.weight",
+        "conv2.lin_r.weight",
+    ] {
+        assert!(
+            saved.tensors.contains_key(name),
+            "{name} missing from the checkpoint"
+        );
+    }
+}
+
 #[test]
 fn predict_reproduces_the_trained_pyg_models_on_cora() {
     let dir = tempfile::tempdir().unwrap();

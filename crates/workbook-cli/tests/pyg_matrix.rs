@@ -28,9 +28,17 @@ fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
         .unwrap()
 }
 
+fn sage_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../workbook/tests/fixtures/pyg/sage")
+}
+
 /// Runs `predict` on one fixture; Ok(whether the improved note was printed).
 fn predict(dir: &Path, name: &str) -> Result<bool, String> {
-    let fx = matrix_dir().join(format!("{name}.safetensors"));
+    predict_in(&matrix_dir(), dir, name)
+}
+
+fn predict_in(fixtures: &Path, dir: &Path, name: &str) -> Result<bool, String> {
+    let fx = fixtures.join(format!("{name}.safetensors"));
     let file = tensor_file::read(&fx, &Device::Cpu).map_err(|e| e.to_string())?;
     let mut config: serde_json::Value =
         serde_json::from_str(&file.metadata["config"]).map_err(|e| e.to_string())?;
@@ -117,5 +125,34 @@ fn predict_matches_pyg_on_every_matrix_fixture() {
             "gcn_improved1_loops1_norm1_bias0_weighted0".to_string(),
             "gcn_improved1_loops1_norm1_bias1_weighted0".to_string(),
         ]
+    );
+}
+
+/// GraphSAGE (`tests/fixtures/pyg/sage`, 8 PyG 2.8.1 `SAGEConv` cases) through `predict`, with
+/// PyG's constructor arguments as the config (`{"layer": "SAGEConv", ..., "aggr": "mean"}`).
+#[test]
+fn predict_matches_pyg_on_every_sage_fixture() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(sage_dir())
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().into_string().unwrap();
+            Some(n.strip_suffix(".safetensors")?.to_string())
+        })
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 8, "{names:?}");
+    let failures: Vec<String> = names
+        .iter()
+        .filter_map(|name| {
+            predict_in(&sage_dir(), dir.path(), name)
+                .err()
+                .map(|e| format!("{name}: {e}"))
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "SAGE fixtures differ from PyG through predict:\n{}",
+        failures.join("\n")
     );
 }

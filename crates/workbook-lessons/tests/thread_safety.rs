@@ -28,7 +28,7 @@ fn gatv2(graph: &Graph) -> Model {
 fn first_gatv2_layer(model: &Model) -> GatV2Conv {
     match &model.layers()[0] {
         Layer::GatV2(conv) => conv.clone(),
-        Layer::Gcn(_) => unreachable!("the model starts with GATv2"),
+        _ => unreachable!("the model starts with GATv2"),
     }
 }
 

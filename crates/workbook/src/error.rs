@@ -47,6 +47,12 @@ pub enum WorkbookError {
     #[error(transparent)]
     DeviceMismatch(Box<crate::placement::Mismatch>),
 
+    /// A layer's forward pass made a tensor that does not follow its input (the shadow pass
+    /// of [`GraphLayer::apply`](crate::layers::GraphLayer::apply) on `sim:N`). Names the layer
+    /// and the fix.
+    #[error("intermediate tensor on the wrong device: {0}")]
+    IntermediateTensor(String),
+
     /// An error from candle (tensor maths, devices, dtypes).
     #[error(transparent)]
     Candle(#[from] candle_core::Error),

@@ -16,7 +16,8 @@
 //! ```
 
 use crate::graph::Graph;
-use crate::model::{Layer, Model};
+use crate::model::Model;
+use crate::module::Module;
 use crate::placement::Placement;
 use crate::train::Adam;
 use candle_core::Tensor;
@@ -43,30 +44,10 @@ fn row(name: impl Into<String>, kind: &'static str, at: &Placement, t: &Tensor) 
     }
 }
 
-/// The model's parameters and cached buffers.
+/// The model's parameters and cached buffers, from the layer trait's declaration
+/// ([`Module::inspect_rows`]).
 pub fn model_rows(model: &Model) -> Vec<Row> {
-    let mut rows = Vec::new();
-    for (k, layer) in model.layers().iter().enumerate() {
-        let prefix = model.config().prefix(k);
-        let (params, at) = match layer {
-            Layer::Gcn(c) => (c.named_parameters(), c.placement()),
-            Layer::GatV2(c) => (c.named_parameters(), c.placement()),
-        };
-        for (n, t) in params {
-            rows.push(row(format!("{prefix}{n}"), "parameter", at, &t));
-        }
-        if let Layer::Gcn(c) = layer {
-            if let Some(cache) = c.cached_edges() {
-                let ei = &cache.edge_index;
-                let name = format!("{prefix}_cached_edge_index");
-                rows.push(row(&name, "buffer", ei.placement(), ei.sources()));
-                if let Some(w) = &cache.weight {
-                    rows.push(row(format!("{name}.weight"), "buffer", ei.placement(), w));
-                }
-            }
-        }
-    }
-    rows
+    model.inspect_rows("")
 }
 
 /// The optimiser's state tensors.

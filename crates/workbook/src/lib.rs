@@ -41,7 +41,8 @@
 //! [`device`] choice, the transfer [`ledger`], [`datasets`], [`train`]ing, and files
 //! ([`checkpoint`], [`tensor_file`], [`graph_file`], [`atomic_write`], [`export`]). Its
 //! dependencies are candle, safetensors, serde, rand, rayon, tempfile, thiserror, prost (the
-//! ONNX messages) and the `planetoid` reader: no HTTP client and no plotting crate.
+//! ONNX messages), the `planetoid` reader and `workbook-derive` (the `#[derive(Module)]` that
+//! visits every tensor field of a layer): no HTTP client and no plotting crate.
 //!
 //! - Feature `download` (off by default): fetch Planetoid files that are not in the data folder
 //!   (CiteSeer; Cora is embedded) with `ureq`. Without it such a load fails with an error that
@@ -52,6 +53,9 @@
 //! serving from snapshots, figures, the benchmark) live in the `workbook-lessons` crate, which
 //! depends on this one. `.ci/run` fails if an HTTP client or a plotting crate enters this
 //! crate's default dependency tree.
+
+// The derive names this crate `::workbook`, inside it too.
+extern crate self as workbook;
 
 pub mod atomic_write;
 pub mod checkpoint;
@@ -67,6 +71,7 @@ pub mod layers;
 pub mod ledger;
 pub mod limits;
 pub mod model;
+pub mod module;
 pub mod ops;
 pub mod placement;
 pub mod predict;
@@ -76,9 +81,15 @@ pub mod train;
 pub use edge_index::EdgeIndex;
 pub use error::{Result, WorkbookError};
 pub use graph::{Graph, GraphPart, Split};
-pub use layers::{Attention, GatV2Config, GatV2Conv, GatV2Output, GcnConfig, GcnConv};
+pub use layers::{
+    Attention, GatV2Config, GatV2Conv, GatV2Output, GcnConfig, GcnConv, GraphLayer, LayerInput,
+    LayerOutput, LayerSpec, SageConfig, SageConv,
+};
 pub use model::{Activation, Layer, LayerConfig, Model, ModelConfig, ModelOutput};
+pub use module::Module;
 pub use placement::Placement;
+/// `#[derive(Module)]`: see [`module`].
+pub use workbook_derive::Module;
 
 /// Re-exported so that notebooks and exercises need one dependency.
 pub use candle_core;

@@ -24,7 +24,7 @@
 
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;
-use crate::model::{LayerConfig, ModelConfig};
+use crate::model::ModelConfig;
 
 /// The largest repeat count (epochs, warm-up runs, steps, requests) accepted: a million runs of
 /// anything is already hours; more is a typo.
@@ -144,10 +144,12 @@ pub fn training_bytes(config: &ModelConfig, nodes: usize, edges: usize) -> u64 {
     let e = edges as f64 + n; // self-loops
     let mut bytes = e * 48.0; // self-looped edge index and CSR (indices, order, weights)
     for layer in &config.layers {
-        let (width_in, width_out, heads) = match layer {
-            LayerConfig::Gcn(c) => (c.in_channels, c.out_channels, 1),
-            LayerConfig::GatV2(c) => (c.in_channels, c.heads * c.out_channels, c.heads),
-        };
+        let spec = layer.spec();
+        let (width_in, width_out, heads) = (
+            spec.in_channels(),
+            spec.heads() * spec.out_channels(),
+            spec.heads(),
+        );
         // input copy (dropout), linear outputs, aggregated output, gradients: ~5 node tensors
         bytes += 5.0 * 4.0 * n * (width_in + width_out) as f64;
         // per edge and head: scores, activations, softmax, dropout mask, gradients (GATv2);

@@ -27,8 +27,12 @@
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;
-use crate::layers::{Attention, GatV2Config, GatV2Conv, GcnConfig, GcnConv};
-use crate::placement::{bytes_of, check_forward, inherit, Placement};
+use crate::layers::{
+    Attention, GatV2Config, GatV2Conv, GcnConfig, GcnConv, GraphLayer, LayerInput, LayerSpec,
+    SageConfig,
+};
+use crate::module::{Kind, Module, Named, TensorMap};
+use crate::placement::{bytes_of, inherit, Placement};
 use crate::train::dropout::Dropout;
 use candle_core::{DType, Tensor, Var};
 use candle_nn::{VarBuilder, VarMap};
@@ -49,31 +53,44 @@ pub enum LayerConfig {
     Gcn(GcnConfig),
     #[serde(rename = "GATv2Conv")]
     GatV2(GatV2Config),
+    #[serde(rename = "SAGEConv")]
+    Sage(SageConfig),
 }
 
 impl LayerConfig {
+    /// The layer's constructor arguments behind the one trait every layer config implements
+    /// (the only place that tells the variants apart).
+    pub fn spec(&self) -> &dyn LayerSpec {
+        match self {
+            LayerConfig::Gcn(c) => c,
+            LayerConfig::GatV2(c) => c,
+            LayerConfig::Sage(c) => c,
+        }
+    }
+
     /// Input width.
     pub fn in_channels(&self) -> usize {
-        match self {
-            LayerConfig::Gcn(c) => c.in_channels,
-            LayerConfig::GatV2(c) => c.in_channels,
-        }
+        self.spec().in_channels()
     }
 
     /// Output width (heads × channels for concatenating GATv2).
     pub fn output_width(&self) -> usize {
-        match self {
-            LayerConfig::Gcn(c) => c.out_channels,
-            LayerConfig::GatV2(c) => c.output_width(),
-        }
+        self.spec().output_width()
     }
 
     /// Parameter names (without prefix) and shapes.
     pub fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
-        match self {
-            LayerConfig::Gcn(c) => c.parameter_shapes(),
-            LayerConfig::GatV2(c) => c.parameter_shapes(),
-        }
+        self.spec().parameter_shapes()
+    }
+
+    /// Builds the layer from `vb` (built-in layers keep their own variant, so
+    /// `Layer::GatV2(conv)` matches).
+    pub fn build(&self, vb: VarBuilder) -> Result<Layer> {
+        Ok(match self {
+            LayerConfig::Gcn(c) => Layer::Gcn(GcnConv::new(c.clone(), vb)?),
+            LayerConfig::GatV2(c) => Layer::GatV2(GatV2Conv::new(c.clone(), vb)?),
+            other => Layer::Custom(other.spec().build(vb)?),
+        })
     }
 }
 
@@ -114,7 +131,7 @@ impl ModelConfig {
         let config = if value.get("layer").is_some() {
             let layer: LayerConfig = serde_json::from_value(value).map_err(|e| {
                 WorkbookError::InvalidConfig(format!(
-                    "{e} (layer configs take PyG's constructor arguments; see the docs of GcnConfig / GatV2Config)"
+                    "{e} (layer configs take PyG's constructor arguments; see the docs of GcnConfig / GatV2Config / SageConfig)"
                 ))
             })?;
             ModelConfig {
@@ -164,6 +181,20 @@ impl ModelConfig {
         }
     }
 
+    /// Two-layer GraphSAGE (PyG's `SAGEConv`, mean aggregation): `hidden` channels, ReLU,
+    /// dropout 0.5, as in PyG's GraphSAGE examples.
+    pub fn sage(in_channels: usize, hidden: usize, classes: usize) -> Self {
+        Self {
+            layers: vec![
+                LayerConfig::Sage(SageConfig::new(in_channels, hidden)),
+                LayerConfig::Sage(SageConfig::new(hidden, classes)),
+            ],
+            activation: Activation::Relu,
+            dropout: 0.5,
+            prefixed: true,
+        }
+    }
+
     /// Checks that consecutive layers fit together.
     pub fn validate(&self) -> Result<()> {
         if self.layers.is_empty() {
@@ -174,10 +205,13 @@ impl ModelConfig {
         // Sizes first, before anything multiplies them: a width nobody can allocate, or one
         // whose products overflow, is an error here, not an abort later.
         for (k, layer) in self.layers.iter().enumerate() {
-            let (name, i, o, heads) = match layer {
-                LayerConfig::Gcn(c) => ("GCNConv", c.in_channels, c.out_channels, 1),
-                LayerConfig::GatV2(c) => ("GATv2Conv", c.in_channels, c.out_channels, c.heads),
-            };
+            let spec = layer.spec();
+            let (name, i, o, heads) = (
+                spec.layer_type(),
+                spec.in_channels(),
+                spec.out_channels(),
+                spec.heads(),
+            );
             if i == 0 || o == 0 || heads == 0 {
                 return Err(WorkbookError::InvalidConfig(format!(
                     "layer {} ({name}): in_channels, out_channels and heads must be at least 1 (got {i}, {o}, {heads})",
@@ -210,9 +244,7 @@ impl ModelConfig {
             )));
         }
         for layer in &self.layers {
-            if let LayerConfig::GatV2(c) = layer {
-                c.validate()?;
-            }
+            layer.spec().validate()?;
         }
         Ok(())
     }
@@ -262,11 +294,133 @@ impl ModelConfig {
     }
 }
 
-/// One layer of a model.
-#[derive(Clone, Debug)]
+/// One layer of a model: a built-in one (so `Layer::GatV2(conv)` reaches its inherent API), or
+/// any other [`GraphLayer`]. Everything generic goes through [`Layer::as_graph_layer`].
+#[derive(Debug)]
 pub enum Layer {
     Gcn(GcnConv),
     GatV2(GatV2Conv),
+    Custom(Box<dyn GraphLayer>),
+}
+
+impl Clone for Layer {
+    fn clone(&self) -> Self {
+        match self {
+            Layer::Gcn(c) => Layer::Gcn(c.clone()),
+            Layer::GatV2(c) => Layer::GatV2(c.clone()),
+            Layer::Custom(c) => Layer::Custom(c.clone_boxed()),
+        }
+    }
+}
+
+impl Layer {
+    /// The layer behind the one trait.
+    pub fn as_graph_layer(&self) -> &dyn GraphLayer {
+        match self {
+            Layer::Gcn(c) => c,
+            Layer::GatV2(c) => c,
+            Layer::Custom(c) => c.as_ref(),
+        }
+    }
+
+    /// The layer behind the one trait, mutably.
+    pub fn as_graph_layer_mut(&mut self) -> &mut dyn GraphLayer {
+        match self {
+            Layer::Gcn(c) => c,
+            Layer::GatV2(c) => c,
+            Layer::Custom(c) => c.as_mut(),
+        }
+    }
+
+    /// [`Module::map_tensors`], keeping the variant.
+    pub fn map_tensors(&self, m: &mut dyn TensorMap) -> Result<Self> {
+        Ok(match self {
+            Layer::Gcn(c) => Layer::Gcn(c.map_tensors(m)?),
+            Layer::GatV2(c) => Layer::GatV2(c.map_tensors(m)?),
+            Layer::Custom(c) => Layer::Custom(c.map_boxed(m)?),
+        })
+    }
+}
+
+/// A [`TensorMap`] that prefixes names (`conv1.`) before passing them on.
+struct Prefixed<'m> {
+    inner: &'m mut dyn TensorMap,
+    prefix: String,
+}
+
+impl TensorMap for Prefixed<'_> {
+    fn target(&self) -> &Placement {
+        self.inner.target()
+    }
+    fn tensor(
+        &mut self,
+        name: &str,
+        kind: Kind,
+        t: &Tensor,
+        from: Option<&Placement>,
+    ) -> Result<Tensor> {
+        self.inner
+            .tensor(&format!("{}{name}", self.prefix), kind, t, from)
+    }
+    fn edge_index(&mut self, name: &str, e: &EdgeIndex) -> Result<Option<EdgeIndex>> {
+        self.inner.edge_index(&format!("{}{name}", self.prefix), e)
+    }
+}
+
+/// Names a placement without moving anything: for layers built from a `VarBuilder` on the
+/// host that stands for a simulated device.
+struct Relabel(Placement);
+
+impl TensorMap for Relabel {
+    fn target(&self) -> &Placement {
+        &self.0
+    }
+    fn tensor(&mut self, _: &str, _: Kind, t: &Tensor, _: Option<&Placement>) -> Result<Tensor> {
+        Ok(t.clone())
+    }
+    fn edge_index(&mut self, _: &str, e: &EdgeIndex) -> Result<Option<EdgeIndex>> {
+        Ok(Some(e.clone()))
+    }
+}
+
+/// A model is a module too: its layers' tensors under `conv{k}.` (PyTorch's nested names).
+impl Module for Model {
+    fn visit_tensors<'a>(&'a self, f: &mut dyn FnMut(Named<'a>)) {
+        for (k, layer) in self.layers.iter().enumerate() {
+            let prefix = self.config.prefix(k);
+            let layer = layer.as_graph_layer();
+            let at = layer.placement();
+            layer.visit_tensors(&mut |n| {
+                f(Named {
+                    name: format!("{prefix}{}", n.name),
+                    placement: Some(n.placement.unwrap_or(at)),
+                    ..n
+                })
+            });
+        }
+    }
+
+    fn map_tensors(&self, m: &mut dyn TensorMap) -> Result<Self> {
+        let layers = self
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(k, l)| {
+                l.map_tensors(&mut Prefixed {
+                    inner: &mut *m,
+                    prefix: self.config.prefix(k),
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            config: self.config.clone(),
+            layers,
+        })
+    }
+
+    fn placement(&self) -> &Placement {
+        self.layers[0].as_graph_layer().placement()
+    }
 }
 
 /// The result of a model's forward pass.
@@ -300,10 +454,7 @@ impl Model {
                 } else {
                     vb.pp(prefix.trim_end_matches('.'))
                 };
-                Ok(match lc {
-                    LayerConfig::Gcn(c) => Layer::Gcn(GcnConv::new(c.clone(), vb)?),
-                    LayerConfig::GatV2(c) => Layer::GatV2(GatV2Conv::new(c.clone(), vb)?),
-                })
+                lc.build(vb)
             })
             .collect::<Result<_>>()?;
         Ok(Self { config, layers })
@@ -339,10 +490,7 @@ impl Model {
                 .expect("a fresh VarMap is not poisoned");
             for (k, layer) in config.layers.iter().enumerate() {
                 let prefix = config.prefix(k);
-                let params = match layer {
-                    LayerConfig::Gcn(c) => c.init_parameters(&mut rng, device)?,
-                    LayerConfig::GatV2(c) => c.init_parameters(&mut rng, device)?,
-                };
+                let params = layer.spec().init_parameters(&mut rng, device)?;
                 for (name, t) in params {
                     at.record_upload(bytes_of(&t), &format!("{prefix}{name}"));
                     vars.insert(format!("{prefix}{name}"), Var::from_tensor(&t)?);
@@ -350,18 +498,13 @@ impl Model {
             }
         }
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, device);
-        let mut model = Self::new(config, vb)?;
-        model.set_placement(&at);
+        let model = Self::new(config, vb)?.placed(&at)?;
         Ok((model, varmap))
     }
 
-    fn set_placement(&mut self, at: &Placement) {
-        for layer in &mut self.layers {
-            match layer {
-                Layer::Gcn(c) => c.set_placement(at),
-                Layer::GatV2(c) => c.set_placement(at),
-            }
-        }
+    /// The same model, its placement named `at` without moving anything.
+    fn placed(&self, at: &Placement) -> Result<Self> {
+        self.map_tensors(&mut Relabel(at.clone()))
     }
 
     /// Builds the model from named tensors (e.g. a PyG `state_dict`), after checking that every
@@ -407,53 +550,40 @@ impl Model {
             }
         }
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, at.device());
-        let mut model = Self::new(config, vb)?;
-        model.set_placement(&at);
-        Ok(model)
+        Self::new(config, vb)?.placed(&at)
     }
 
     /// Where the parameters live (the first layer's placement).
     pub fn placement(&self) -> &Placement {
-        match &self.layers[0] {
-            Layer::Gcn(c) => c.placement(),
-            Layer::GatV2(c) => c.placement(),
-        }
+        Module::placement(self)
     }
 
     /// Every parameter's full PyG name with its placement.
     pub fn parameter_placements(&self) -> Vec<(String, &Placement)> {
-        self.layers
-            .iter()
-            .enumerate()
-            .flat_map(|(k, l)| {
-                let prefix = self.config.prefix(k);
-                let (params, at) = match l {
-                    Layer::Gcn(c) => (c.named_parameters(), c.placement()),
-                    Layer::GatV2(c) => (c.named_parameters(), c.placement()),
-                };
-                params
-                    .into_iter()
-                    .map(move |(n, _)| (format!("{prefix}{n}"), at))
-            })
-            .collect()
+        self.placements_of(Kind::Parameter)
     }
 
-    /// Every cached buffer (GCN's `_cached_edge_index`) with its placement.
+    /// Every buffer (GCN's `_cached_edge_index`) with its placement.
     pub fn buffer_placements(&self) -> Vec<(String, &Placement)> {
-        self.layers
-            .iter()
-            .enumerate()
-            .flat_map(|(k, l)| {
-                let prefix = self.config.prefix(k);
-                let buffers = match l {
-                    Layer::Gcn(c) => c.buffer_placements(),
-                    Layer::GatV2(_) => Vec::new(),
-                };
-                buffers
-                    .into_iter()
-                    .map(move |(n, at)| (format!("{prefix}{n}"), at))
-            })
-            .collect()
+        self.placements_of(Kind::Buffer)
+    }
+
+    /// One entry per parameter or buffer; a buffer's parts (`_cached_edge_index.weight`, listed
+    /// right after `_cached_edge_index` with the same placement) are not buffers of their own.
+    fn placements_of(&self, kind: Kind) -> Vec<(String, &Placement)> {
+        let home = Module::placement(self);
+        let mut out: Vec<(String, &Placement)> = Vec::new();
+        self.visit_tensors(&mut |n| {
+            let at = n.placement.unwrap_or(home);
+            let part = kind == Kind::Buffer
+                && out.last().is_some_and(|(last, last_at)| {
+                    n.name.starts_with(&format!("{last}.")) && *last_at == at
+                });
+            if n.kind == kind && !part {
+                out.push((n.name, at))
+            }
+        });
+        out
     }
 
     /// A copy of the model on `to`: every parameter (as fresh trainable variables, with their
@@ -461,7 +591,7 @@ impl Model {
     /// PyTorch's `module.to` mutates the module instead. Optimiser state does not follow by
     /// itself: see [`Adam::to_model`](crate::train::Adam::to_model).
     pub fn to_device(&self, to: impl Into<Placement>) -> Result<Self> {
-        self.moved(&to.into(), true)
+        Module::to_device(self, to)
     }
 
     /// A copy of the model whose parameters are `dtype` (f16/bf16 for inference, f32 for
@@ -470,21 +600,7 @@ impl Model {
     /// `model.float()`. The copy's parameters are plain tensors (not trainable) and cached
     /// buffers are dropped (rebuilt in the new dtype on the next forward pass).
     pub fn to_dtype(&self, dtype: DType) -> Result<Self> {
-        if !dtype.is_float() {
-            return Err(WorkbookError::InvalidConfig(format!(
-                "model parameters must be floating point; {dtype:?} is not (use F32, F16 or BF16)"
-            )));
-        }
-        let at = self.placement().clone();
-        let tensors = self
-            .named_parameters()
-            .into_iter()
-            .map(|(name, t)| Ok((name, t.to_dtype(dtype)?)))
-            .collect::<Result<HashMap<String, Tensor>>>()?;
-        let vb = VarBuilder::from_tensors(tensors, dtype, at.device());
-        let mut model = Self::new(self.config.clone(), vb)?;
-        model.set_placement(&at);
-        Ok(model)
+        Module::to_dtype(self, dtype)
     }
 
     /// The dtype of the parameters (the first one's; [`Model::to_dtype`] keeps them equal).
@@ -500,34 +616,13 @@ impl Model {
     /// a registered buffer. Kept to reproduce that failure; the next forward pass names the
     /// stale buffer.
     pub fn parameters_to_device(&self, to: impl Into<Placement>) -> Result<Self> {
-        self.moved(&to.into(), false)
-    }
-
-    fn moved(&self, to: &Placement, buffers: bool) -> Result<Self> {
-        let layers = self
-            .layers
-            .iter()
-            .enumerate()
-            .map(|(k, l)| {
-                let prefix = self.config.prefix(k);
-                Ok(match l {
-                    Layer::Gcn(c) => Layer::Gcn(c.moved(to, &prefix, buffers)?),
-                    Layer::GatV2(c) => Layer::GatV2(c.moved(to, &prefix)?),
-                })
-            })
-            .collect::<Result<_>>()?;
-        Ok(Self {
-            config: self.config.clone(),
-            layers,
-        })
+        self.moved(&to.into(), "", false)
     }
 
     /// Forgets every cached buffer (they are rebuilt on the next forward pass).
     pub fn clear_cache(&mut self) {
         for layer in &mut self.layers {
-            if let Layer::Gcn(c) = layer {
-                c.clear_cache();
-            }
+            layer.as_graph_layer_mut().clear_cache();
         }
     }
 
@@ -556,15 +651,7 @@ impl Model {
         edge_index: &EdgeIndex,
         edge_weight: Option<&Tensor>,
     ) -> Result<()> {
-        check_forward(
-            "model parameters",
-            self.placement(),
-            &self.parameter_placements(),
-            x,
-            edge_index,
-            edge_weight,
-            &self.buffer_placements(),
-        )
+        Module::check_forward(self, "model parameters", x, edge_index, edge_weight)
     }
 
     /// [`Model::check_inputs`] for a whole graph, labels and masks included.
@@ -592,20 +679,7 @@ impl Model {
 
     /// Every parameter with its full PyG name.
     pub fn named_parameters(&self) -> Vec<(String, Tensor)> {
-        self.layers
-            .iter()
-            .enumerate()
-            .flat_map(|(k, l)| {
-                let prefix = self.config.prefix(k);
-                let params = match l {
-                    Layer::Gcn(c) => c.named_parameters(),
-                    Layer::GatV2(c) => c.named_parameters(),
-                };
-                params
-                    .into_iter()
-                    .map(move |(n, t)| (format!("{prefix}{n}"), t))
-            })
-            .collect()
+        Module::named_parameters(self)
     }
 
     /// Evaluation-mode forward pass.
@@ -634,20 +708,19 @@ impl Model {
             if let Some(d) = dropout.as_deref_mut() {
                 h = d.apply(&h, self.config.dropout)?;
             }
-            h = match layer {
-                Layer::Gcn(conv) => conv.forward(&h, edge_index, edge_weight)?,
-                Layer::GatV2(conv) => {
-                    if edge_weight.is_some() {
-                        return Err(WorkbookError::InvalidGraph(
-                            "GATv2Conv does not use edge weights (PyG's GATv2Conv without edge_dim rejects them too); remove edge_weight from the graph".into(),
-                        ));
-                    }
-                    let o = conv.forward_t(&h, edge_index, dropout.as_deref_mut())?;
-                    let name = self.config.prefix(k).trim_end_matches('.').to_string();
-                    attention.push((name, o.attention));
-                    o.out
-                }
+            let input = LayerInput {
+                x: &h,
+                edge_index,
+                edge_weight,
             };
+            let o = layer
+                .as_graph_layer()
+                .apply(&input, dropout.as_deref_mut())?;
+            if let Some(a) = o.attention {
+                let name = self.config.prefix(k).trim_end_matches('.').to_string();
+                attention.push((name, a));
+            }
+            h = o.out;
             if k != last {
                 h = match self.config.activation {
                     Activation::Relu => h.relu()?,

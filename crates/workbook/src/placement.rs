@@ -305,6 +305,8 @@ pub enum Role {
     Buffer,
     /// Optimiser state (`exp_avg[conv1.lin.weight]`).
     OptimizerState,
+    /// A tensor a layer's forward pass made (its output, an intermediate).
+    Intermediate,
 }
 
 impl Role {
@@ -314,6 +316,7 @@ impl Role {
             Role::Input => "input",
             Role::Buffer => "cached buffer",
             Role::OptimizerState => "optimizer state",
+            Role::Intermediate => "intermediate tensor",
         }
     }
 
@@ -323,6 +326,7 @@ impl Role {
             Role::Input => "Move the graph with graph.to_device(&device)",
             Role::Buffer => "Move the model with model.to_device(&device), which moves its cached buffers too, or call model.clear_cache()",
             Role::OptimizerState => "Move the optimizer with the model: adam.to_model(&model)",
+            Role::Intermediate => "Inside forward, create tensors where the input lives (Tensor::zeros(n, dtype, x.device()), x.zeros_like(), at.zeros(..) for the layer's placement), never on a fixed device",
         }
     }
 }
@@ -374,36 +378,6 @@ pub fn check_all(expected_what: &str, expected: &Placement, items: &[Placed]) ->
             fix: bad.role.fix().into(),
         }))),
     }
-}
-
-/// The pre-flight check of a layer or model: every parameter in `params` on `params_at`, and
-/// the inputs and cached buffers with them. `x` and `edge_weight` are bare tensors, placed by
-/// [`inherit`] next to the parameters (a bare tensor cannot say `sim`).
-pub(crate) fn check_forward(
-    params_what: &str,
-    params_at: &Placement,
-    params: &[(String, &Placement)],
-    x: &Tensor,
-    edge_index: &crate::EdgeIndex,
-    edge_weight: Option<&Tensor>,
-    buffers: &[(String, &Placement)],
-) -> Result<()> {
-    let ei_at = edge_index.placement();
-    let x_at = inherit(x, params_at);
-    let w_at = edge_weight.map(|w| inherit(w, params_at));
-    let mut items: Vec<Placed> = params
-        .iter()
-        .map(|(name, at)| Placed::new(name.clone(), Role::Parameter, at))
-        .collect();
-    items.push(Placed::new("x", Role::Input, &x_at));
-    items.push(Placed::new("edge_index", Role::Input, ei_at));
-    if let Some(w_at) = &w_at {
-        items.push(Placed::new("edge_weight", Role::Input, w_at));
-    }
-    for (name, at) in buffers {
-        items.push(Placed::new(name.clone(), Role::Buffer, at));
-    }
-    check_all(params_what, params_at, &items)
 }
 
 #[cfg(test)]

@@ -604,3 +604,134 @@ fn every_include_in_the_book_resolves() {
         problems.join("\n")
     );
 }
+
+// ANCHOR: ch02_own_layer
+use workbook::candle_core::{DType, Device, Tensor};
+use workbook::candle_nn::{Linear, Module as _};
+use workbook::layers::{GraphLayer, LayerInput, LayerOutput};
+use workbook::{module, train::Dropout, EdgeIndex, Module};
+
+/// `Σ_j x_j` into every node, the PyTorch way a first draft is often written:
+/// `torch.zeros(n, f)` makes the buffer on the default device, whatever `x`'s is.
+fn neighbour_sum_fixed_device(x: &Tensor, edges: &EdgeIndex) -> workbook::Result<Tensor> {
+    let (n, f) = x.dims2()?;
+    let out = Tensor::zeros((n, f), DType::F32, &Device::Cpu)?; // the bug
+    let messages = x.index_select(edges.sources(), 0)?;
+    Ok(out.index_add(edges.targets(), &messages, 0)?)
+}
+
+/// The fix: make the intermediate from the input, so it lives (and has the dtype) where `x` does.
+fn neighbour_sum(x: &Tensor, edges: &EdgeIndex) -> workbook::Result<Tensor> {
+    let out = x.zeros_like()?; // PyTorch: torch.zeros_like(x) or x.new_zeros(n, f)
+    let messages = x.index_select(edges.sources(), 0)?;
+    Ok(out.index_add(edges.targets(), &messages, 0)?)
+}
+
+#[derive(Clone, Debug, Module)]
+struct SumConv {
+    lin: Linear,
+    #[module(placement)]
+    at: Placement,
+    #[module(skip)]
+    sum: fn(&Tensor, &EdgeIndex) -> workbook::Result<Tensor>,
+}
+
+impl GraphLayer for SumConv {
+    fn layer_type(&self) -> &'static str {
+        "SumConv"
+    }
+    fn forward_layer(
+        &self,
+        i: &LayerInput<'_>,
+        _: Option<&mut Dropout>,
+    ) -> workbook::Result<LayerOutput> {
+        let h = ((self.sum)(i.x, i.edge_index)? + i.x)?;
+        Ok(LayerOutput::new(self.lin.forward(&h)?))
+    }
+}
+// ANCHOR_END: ch02_own_layer
+
+// ANCHOR: ch02_own_loss
+/// Class-weighted cross-entropy (PyTorch: `F.cross_entropy(logits, y, weight=w)`), the class
+/// weights a buffer, so they move with `to_device` and are checked before every call.
+#[derive(Clone, Debug, Module)]
+struct WeightedCrossEntropy {
+    #[module(buffer)]
+    class_weight: Tensor,
+    #[module(placement)]
+    at: Placement,
+    #[module(skip)]
+    fixed_device_weights: bool,
+}
+
+impl WeightedCrossEntropy {
+    fn forward(&self, logits: &Tensor, y: &Tensor) -> workbook::Result<Tensor> {
+        module::checked(self, "WeightedCrossEntropy", &[logits, y], |m, t| {
+            m.loss(&t[0], &t[1])
+        })
+    }
+
+    fn loss(&self, logits: &Tensor, y: &Tensor) -> workbook::Result<Tensor> {
+        let weights = if self.fixed_device_weights {
+            // the bug: `torch.tensor([1.0, 3.0, 1.0, 1.0])` made inside forward
+            Tensor::new(&[1f32, 3., 1., 1.], &Device::Cpu)?
+        } else {
+            self.class_weight.clone() // the buffer, where the model is
+        };
+        let log_p = workbook::candle_nn::ops::log_softmax(logits, 1)?;
+        let picked = log_p.gather(&y.unsqueeze(1)?, 1)?.squeeze(1)?;
+        let w = weights.index_select(y, 0)?;
+        Ok((picked * &w)?.sum_all()?.neg()?.div(&w.sum_all()?)?)
+    }
+}
+// ANCHOR_END: ch02_own_loss
+
+#[test]
+fn ch02_intermediates_on_the_wrong_device() {
+    let gpu = lesson_device();
+    let cpu = Placement::cpu();
+    let graph = datasets::karate(&gpu).unwrap();
+    let weight = Tensor::ones((4, 34), DType::F32, cpu.device()).unwrap();
+    let make = |sum| SumConv {
+        lin: Linear::new(weight.clone(), None),
+        at: cpu.clone(),
+        sum,
+    };
+    // ANCHOR: ch02_intermediate_caught
+    let input = LayerInput {
+        x: graph.x(),
+        edge_index: graph.edge_index(),
+        edge_weight: None,
+    };
+    let draft = make(neighbour_sum_fixed_device).to_device(&gpu).unwrap();
+    let err = draft.apply(&input, None).unwrap_err(); // on sim:1 too, not only on a GPU
+    let fixed = make(neighbour_sum).to_device(&gpu).unwrap();
+    let out = fixed.apply(&input, None).unwrap();
+    // ANCHOR_END: ch02_intermediate_caught
+    assert_eq!(out.out.dims(), &[34, 4]);
+    let mut text = format!("{err}\n");
+
+    let y = graph.y().unwrap();
+    let class_weight = Tensor::new(&[1f32, 3., 1., 1.], cpu.device()).unwrap();
+    // ANCHOR: ch02_loss_caught
+    let loss = WeightedCrossEntropy {
+        class_weight,
+        at: cpu.clone(),
+        fixed_device_weights: false,
+    };
+    let loss = loss.to_device(&gpu).unwrap(); // moves the buffer with it
+    println!("{}", inspect::table(&loss.inspect_rows("")));
+    let value = loss.forward(&out.out, y).unwrap();
+    let draft = WeightedCrossEntropy {
+        fixed_device_weights: true,
+        ..loss.clone()
+    };
+    let err = draft.forward(&out.out, y).unwrap_err(); // weights made inside forward
+                                                       // ANCHOR_END: ch02_loss_caught
+    assert!(value.to_scalar::<f32>().unwrap().is_finite());
+    text += &format!("\n{}\n{err}\n", inspect::table(&loss.inspect_rows("")));
+    generated("ch02_intermediates.txt", &text);
+    assert!(text.contains("SumConv made a tensor inside forward"));
+    assert!(text.contains("class_weight  buffer"));
+    assert!(text.contains("WeightedCrossEntropy made a tensor inside forward"));
+}

@@ -21,6 +21,7 @@ const CORE: &[&str] = &[
     "serde_json",
     "tempfile",
     "thiserror",
+    "workbook-derive",
 ];
 
 /// Crates that must not be unconditional dependencies of the core.

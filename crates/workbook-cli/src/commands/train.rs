@@ -13,6 +13,8 @@ use workbook::{datasets, Graph, ModelConfig};
 pub enum ModelKind {
     Gcn,
     Gatv2,
+    /// GraphSAGE (PyG's `SAGEConv`, mean aggregation), with the GCN recipe.
+    Sage,
 }
 
 impl ModelKind {
@@ -20,6 +22,7 @@ impl ModelKind {
         match self {
             ModelKind::Gcn => "gcn",
             ModelKind::Gatv2 => "gatv2",
+            ModelKind::Sage => "sage",
         }
     }
 
@@ -29,6 +32,7 @@ impl ModelKind {
         match self {
             ModelKind::Gcn => (ModelConfig::gcn(f, 16, c), TrainConfig::gcn()),
             ModelKind::Gatv2 => (ModelConfig::gatv2(f, 8, 8, c), TrainConfig::gatv2()),
+            ModelKind::Sage => (ModelConfig::sage(f, 16, c), TrainConfig::gcn()),
         }
     }
 }

@@ -44,8 +44,8 @@
 use super::onnx_proto::*;
 use crate::atomic_write;
 use crate::error::{Result, WorkbookError};
-use crate::layers::{GatV2Config, GcnConfig};
-use crate::model::{Activation, Layer, Model};
+use crate::layers::{GatV2Config, GatV2Conv, GcnConfig, GcnConv};
+use crate::model::{Activation, Model};
 use candle_core::{DType, Device, Tensor};
 use prost::Message;
 use std::path::Path;
@@ -68,14 +68,16 @@ pub struct OnnxOptions {
     pub edge_weight: bool,
 }
 
-/// Builds nodes with fresh names.
-struct Builder {
+/// Builds an ONNX graph's nodes with fresh names; what [`GraphLayer::export_onnx`]
+/// (crate::layers::GraphLayer::export_onnx) writes into.
+pub struct Builder {
     nodes: Vec<NodeProto>,
     initializers: Vec<TensorProto>,
     counter: usize,
 }
 
-fn attr_int(name: &str, i: i64) -> AttributeProto {
+/// An int attribute for [`Builder::op`].
+pub fn attr_int(name: &str, i: i64) -> AttributeProto {
     AttributeProto {
         name: name.into(),
         r#type: attribute_type::INT,
@@ -84,7 +86,8 @@ fn attr_int(name: &str, i: i64) -> AttributeProto {
     }
 }
 
-fn attr_float(name: &str, f: f32) -> AttributeProto {
+/// A float attribute for [`Builder::op`].
+pub fn attr_float(name: &str, f: f32) -> AttributeProto {
     AttributeProto {
         name: name.into(),
         r#type: attribute_type::FLOAT,
@@ -154,19 +157,27 @@ fn value_info(name: &str, elem_type: i32, dims: &[Result<i64, &str>]) -> ValueIn
 }
 
 impl Builder {
-    fn fresh(&mut self, hint: &str) -> String {
+    /// A fresh value name starting with `hint`.
+    pub fn fresh(&mut self, hint: &str) -> String {
         self.counter += 1;
         format!("{hint}_{}", self.counter)
     }
 
     /// Adds a node with one output and returns the output's name.
-    fn op(&mut self, op: &str, inputs: &[&str], attrs: Vec<AttributeProto>, hint: &str) -> String {
+    pub fn op(
+        &mut self,
+        op: &str,
+        inputs: &[&str],
+        attrs: Vec<AttributeProto>,
+        hint: &str,
+    ) -> String {
         let out = self.fresh(hint);
         self.op_named(op, inputs, attrs, &out);
         out
     }
 
-    fn op_named(&mut self, op: &str, inputs: &[&str], attrs: Vec<AttributeProto>, out: &str) {
+    /// Adds a node whose one output is named `out`.
+    pub fn op_named(&mut self, op: &str, inputs: &[&str], attrs: Vec<AttributeProto>, out: &str) {
         self.nodes.push(NodeProto {
             input: inputs.iter().map(|s| s.to_string()).collect(),
             output: vec![out.to_string()],
@@ -177,19 +188,22 @@ impl Builder {
         });
     }
 
-    fn const_i64(&mut self, values: &[i64], dims: &[i64]) -> String {
+    /// An int64 constant.
+    pub fn const_i64(&mut self, values: &[i64], dims: &[i64]) -> String {
         let name = self.fresh("const_i64");
         self.initializers.push(i64_tensor(&name, dims, values));
         name
     }
 
-    fn const_f32(&mut self, values: &[f32], dims: &[i64]) -> String {
+    /// A float32 constant.
+    pub fn const_f32(&mut self, values: &[f32], dims: &[i64]) -> String {
         let name = self.fresh("const_f32");
         self.initializers.push(f32_tensor(&name, dims, values));
         name
     }
 
-    fn param(&mut self, name: &str, t: &Tensor) -> Result<String> {
+    /// A parameter as a float32 initializer named `name` (its full PyG name).
+    pub fn param(&mut self, name: &str, t: &Tensor) -> Result<String> {
         let dims: Vec<i64> = t.dims().iter().map(|&d| d as i64).collect();
         let values = t
             .to_device(&Device::Cpu)?
@@ -201,7 +215,7 @@ impl Builder {
     }
 
     /// A float32 tensor of shape `shape` (an int64 1-D tensor name) filled with `value`.
-    fn filled(&mut self, shape: &str, value: f32, hint: &str) -> String {
+    pub fn filled(&mut self, shape: &str, value: f32, hint: &str) -> String {
         let t = f32_tensor("value", &[1], &[value]);
         self.op(
             "ConstantOfShape",
@@ -211,7 +225,8 @@ impl Builder {
         )
     }
 
-    fn unsqueeze(&mut self, x: &str, axis: i64) -> String {
+    /// `Unsqueeze(x, [axis])`.
+    pub fn unsqueeze(&mut self, x: &str, axis: i64) -> String {
         let axes = self.const_i64(&[axis], &[1]);
         self.op("Unsqueeze", &[x, &axes], vec![], "unsqueeze")
     }
@@ -220,7 +235,7 @@ impl Builder {
     /// row `e` of `updates` reduced into row `dst[e]` of `data`. (ScatterElements rather than
     /// ScatterND: onnxruntime's ScatterND with a reduction runs index blocks in parallel and
     /// races on repeated destinations, giving wrong, run-to-run different sums.)
-    fn scatter_rows(
+    pub fn scatter_rows(
         &mut self,
         data: &str,
         dst: &str,
@@ -246,7 +261,8 @@ impl Builder {
         )
     }
 
-    fn gather_rows(&mut self, data: &str, index: &str) -> String {
+    /// `Gather(data, index, axis=0)`: rows `index` of `data`.
+    pub fn gather_rows(&mut self, data: &str, index: &str) -> String {
         self.op(
             "Gather",
             &[data, index],
@@ -256,16 +272,19 @@ impl Builder {
     }
 }
 
-/// The graph-size tensors every layer uses.
-struct Sizes {
+/// The graph-size tensors every layer uses (names of values in the graph).
+pub struct Sizes {
     /// `[num_nodes]` as a 1-D int64 tensor.
-    n_1d: String,
-    src: String,
-    dst: String,
+    pub n_1d: String,
+    /// `edge_index[0]`, `edge_index[1]` (int64 `[E]`).
+    pub src: String,
+    pub dst: String,
     /// `Range(0, num_nodes)`.
-    loops: String,
+    pub loops: String,
     /// `src != dst`.
-    not_loop: String,
+    pub not_loop: String,
+    /// The `edge_weight` input, when the export takes one.
+    pub edge_weight: Option<String>,
 }
 
 /// Edge lists after self-loop handling.
@@ -306,6 +325,7 @@ fn sizes(b: &mut Builder) -> Sizes {
         dst,
         loops,
         not_loop,
+        edge_weight: None,
     }
 }
 
@@ -474,12 +494,63 @@ fn gcn_aggregate(
     })
 }
 
-struct GatOut {
-    out: String,
-    heads: i64,
-    alpha: String,
-    src: String,
-    dst: String,
+/// An attention layer's exported attention: `alpha` `[E', heads]` over edges `src → dst`.
+pub struct GatOut {
+    pub out: String,
+    pub heads: i64,
+    pub alpha: String,
+    pub src: String,
+    pub dst: String,
+}
+
+/// What a layer's export returns: its output's name, and its attention if it has one.
+pub struct OnnxLayerOut {
+    pub out: String,
+    pub attention: Option<GatOut>,
+}
+
+/// [`GcnConv`]'s export.
+pub(crate) fn gcn_export(
+    b: &mut Builder,
+    s: &Sizes,
+    h: &str,
+    conv: &GcnConv,
+    prefix: &str,
+) -> Result<OnnxLayerOut> {
+    let out = gcn_layer(
+        b,
+        s,
+        h,
+        conv.config(),
+        conv.weight(),
+        conv.bias(),
+        prefix,
+        s.edge_weight.as_deref(),
+    )?;
+    Ok(OnnxLayerOut {
+        out,
+        attention: None,
+    })
+}
+
+/// [`GatV2Conv`]'s export.
+pub(crate) fn gatv2_export(
+    b: &mut Builder,
+    s: &Sizes,
+    h: &str,
+    conv: &GatV2Conv,
+    prefix: &str,
+) -> Result<OnnxLayerOut> {
+    if s.edge_weight.is_some() {
+        return Err(WorkbookError::InvalidConfig(
+            "ONNX export with an edge_weight input: GATv2Conv takes no edge weights (PyG's GATv2Conv without edge_dim rejects them); export without OnnxOptions::edge_weight".into(),
+        ));
+    }
+    let o = gatv2_layer(b, s, h, conv.config(), &conv.named_parameters(), prefix)?;
+    Ok(OnnxLayerOut {
+        out: o.out.clone(),
+        attention: Some(o),
+    })
 }
 
 fn gatv2_layer(
@@ -606,52 +677,30 @@ pub fn to_onnx(model: &Model, options: &OnnxOptions) -> Result<ModelProto> {
         )));
     }
     let config = model.config();
-    if options.edge_weight && model.layers().iter().any(|l| matches!(l, Layer::GatV2(_))) {
-        return Err(WorkbookError::InvalidConfig(
-            "ONNX export with an edge_weight input: GATv2Conv takes no edge weights (PyG's GATv2Conv without edge_dim rejects them); export without OnnxOptions::edge_weight".into(),
-        ));
-    }
     let mut b = Builder {
         nodes: Vec::new(),
         initializers: Vec::new(),
         counter: 0,
     };
-    let s = sizes(&mut b);
+    let mut s = sizes(&mut b);
+    s.edge_weight = options.edge_weight.then(|| "edge_weight".to_string());
     let mut h = "x".to_string();
     let last = model.layers().len() - 1;
     let mut attention: Vec<(String, GatOut)> = Vec::new();
     for (k, layer) in model.layers().iter().enumerate() {
         let prefix = config.prefix(k);
-        h = match layer {
-            Layer::Gcn(conv) => gcn_layer(
-                &mut b,
-                &s,
-                &h,
-                conv.config(),
-                conv.weight(),
-                conv.bias(),
-                &prefix,
-                options.edge_weight.then_some("edge_weight"),
-            )?,
-            Layer::GatV2(conv) => {
-                let o = gatv2_layer(
-                    &mut b,
-                    &s,
-                    &h,
-                    conv.config(),
-                    &conv.named_parameters(),
-                    &prefix,
-                )?;
-                let out = o.out.clone();
-                let name = if prefix.is_empty() {
-                    "conv".to_string()
-                } else {
-                    prefix.trim_end_matches('.').to_string()
-                };
-                attention.push((name, o));
-                out
-            }
-        };
+        let o = layer
+            .as_graph_layer()
+            .export_onnx(&mut b, &s, &h, &prefix)?;
+        h = o.out;
+        if let Some(a) = o.attention {
+            let name = if prefix.is_empty() {
+                "conv".to_string()
+            } else {
+                prefix.trim_end_matches('.').to_string()
+            };
+            attention.push((name, a));
+        }
         if k != last {
             h = match config.activation {
                 Activation::Relu => b.op("Relu", &[&h], vec![], "relu"),

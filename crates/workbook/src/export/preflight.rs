@@ -157,7 +157,7 @@ impl<'m> Preflight<'m> {
             problems.push(format!(
                 "the model is in training mode (dropout {} on inputs{}); export the evaluation forward pass (PyTorch: model.eval())",
                 model.config().dropout,
-                if model.layers().iter().any(|l| matches!(l, crate::model::Layer::GatV2(_))) {
+                if model.layers().iter().any(|l| l.as_graph_layer().layer_type() == "GATv2Conv") {
                     " and attention"
                 } else {
                     ""

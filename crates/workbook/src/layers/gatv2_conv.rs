@@ -33,11 +33,13 @@ use super::gcn_conv::check_features;
 use super::init::glorot;
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
+use crate::layers::{GraphLayer, LayerInput, LayerOutput};
 use crate::ops::segment_softmax;
-use crate::placement::{check_forward, Placement};
+use crate::placement::Placement;
 use crate::train::dropout::Dropout;
+use crate::Module;
 use candle_core::{DType, Device, Tensor, D};
-use candle_nn::VarBuilder;
+use candle_nn::{Linear, Module as _, VarBuilder};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
@@ -185,43 +187,32 @@ pub struct GatV2Output {
     pub attention: Attention,
 }
 
-#[derive(Clone, Debug)]
-struct Linear {
-    weight: Tensor,
-    bias: Option<Tensor>,
-}
-
-impl Linear {
-    fn load(vb: &VarBuilder, name: &str, out: usize, inp: usize, bias: bool) -> Result<Self> {
-        let vb = vb.pp(name);
-        Ok(Self {
-            weight: vb.get((out, inp), "weight")?,
-            bias: if bias {
-                Some(vb.get_with_hints(out, "bias", candle_nn::Init::Const(0.))?)
-            } else {
-                None
-            },
-        })
-    }
-
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = x.matmul(&self.weight.t()?)?;
-        Ok(match &self.bias {
-            Some(b) => y.broadcast_add(b)?,
-            None => y,
-        })
-    }
+/// `lin_l` / `lin_r`: candle-nn's `Linear` under PyG's names (`{name}.weight`, `{name}.bias`).
+fn linear(vb: &VarBuilder, name: &str, out: usize, inp: usize, bias: bool) -> Result<Linear> {
+    let vb = vb.pp(name);
+    let weight = vb.get((out, inp), "weight")?;
+    let bias = if bias {
+        Some(vb.get_with_hints(out, "bias", candle_nn::Init::Const(0.))?)
+    } else {
+        None
+    };
+    Ok(Linear::new(weight, bias))
 }
 
 /// PyG's `GATv2Conv` (without edge features or residual connections).
-#[derive(Clone, Debug)]
+/// Its tensors are declared once, by `#[derive(Module)]`.
+#[derive(Clone, Debug, Module)]
 pub struct GatV2Conv {
+    #[module(skip)]
     config: GatV2Config,
     lin_l: Linear,
-    /// `None` when `share_weights`: targets use `lin_l`.
+    /// `None` when `share_weights`: targets use `lin_l`, whose tensors PyG's `state_dict` lists
+    /// under `lin_r.*` too.
+    #[module(or = "lin_l")]
     lin_r: Option<Linear>,
     att: Tensor,
     bias: Option<Tensor>,
+    #[module(placement)]
     at: Placement,
 }
 
@@ -230,17 +221,11 @@ impl GatV2Conv {
     pub fn new(config: GatV2Config, vb: VarBuilder) -> Result<Self> {
         config.validate()?;
         let hc = config.heads * config.out_channels;
-        let lin_l = Linear::load(&vb, "lin_l", hc, config.in_channels, config.bias)?;
+        let lin_l = linear(&vb, "lin_l", hc, config.in_channels, config.bias)?;
         let lin_r = if config.share_weights {
             None
         } else {
-            Some(Linear::load(
-                &vb,
-                "lin_r",
-                hc,
-                config.in_channels,
-                config.bias,
-            )?)
+            Some(linear(&vb, "lin_r", hc, config.in_channels, config.bias)?)
         };
         let att = vb.get((1, config.heads, config.out_channels), "att")?;
         let bias = if config.bias {
@@ -268,65 +253,15 @@ impl GatV2Conv {
         &self.at
     }
 
-    /// Names the parameters' placement without moving anything (see `GcnConv`).
-    pub(crate) fn set_placement(&mut self, at: &Placement) {
-        self.at = at.clone();
-    }
-
     /// A copy on `to` with every parameter as a fresh trainable variable (like `tensor.to`,
-    /// not like PyTorch's in-place `module.to`). GATv2 caches nothing.
+    /// not like PyTorch's in-place `module.to`); [`Module::to_device`]. GATv2 caches nothing.
     pub fn to_device(&self, to: impl Into<Placement>) -> Result<Self> {
-        self.moved(&to.into(), "")
+        Module::to_device(self, to)
     }
 
-    pub(crate) fn moved(&self, to: &Placement, prefix: &str) -> Result<Self> {
-        let to = self.at.destination(to);
-        let param = |t: &Tensor, name: &str| -> Result<Tensor> {
-            Ok(to
-                .move_parameter(t, &self.at, &format!("{prefix}{name}"))?
-                .as_tensor()
-                .clone())
-        };
-        let linear = |l: &Linear, name: &str| -> Result<Linear> {
-            Ok(Linear {
-                weight: param(&l.weight, &format!("{name}.weight"))?,
-                bias: l
-                    .bias
-                    .as_ref()
-                    .map(|b| param(b, &format!("{name}.bias")))
-                    .transpose()?,
-            })
-        };
-        Ok(Self {
-            config: self.config.clone(),
-            lin_l: linear(&self.lin_l, "lin_l")?,
-            lin_r: self
-                .lin_r
-                .as_ref()
-                .map(|l| linear(l, "lin_r"))
-                .transpose()?,
-            att: param(&self.att, "att")?,
-            bias: self.bias.as_ref().map(|b| param(b, "bias")).transpose()?,
-            at: to.clone(),
-        })
-    }
-
-    /// Every parameter tensor with its PyG name (without prefix).
+    /// Every parameter tensor with its PyG name (without prefix); [`Module::named_parameters`].
     pub fn named_parameters(&self) -> Vec<(String, Tensor)> {
-        let mut p = vec![("lin_l.weight".to_string(), self.lin_l.weight.clone())];
-        if let Some(b) = &self.lin_l.bias {
-            p.push(("lin_l.bias".into(), b.clone()));
-        }
-        let r = self.lin_r.as_ref().unwrap_or(&self.lin_l);
-        p.push(("lin_r.weight".into(), r.weight.clone()));
-        if let Some(b) = &r.bias {
-            p.push(("lin_r.bias".into(), b.clone()));
-        }
-        p.push(("att".into(), self.att.clone()));
-        if let Some(b) = &self.bias {
-            p.push(("bias".into(), b.clone()));
-        }
-        p
+        Module::named_parameters(self)
     }
 
     /// Evaluation-mode forward pass (no attention dropout).
@@ -344,15 +279,7 @@ impl GatV2Conv {
         dropout: Option<&mut Dropout>,
     ) -> Result<GatV2Output> {
         check_features(x, edge_index, self.config.in_channels, "GATv2Conv")?;
-        check_forward(
-            "GATv2Conv parameters",
-            &self.at,
-            &[],
-            x,
-            edge_index,
-            None,
-            &[],
-        )?;
+        Module::check_forward(self, "GATv2Conv parameters", x, edge_index, None)?;
         let (h, c) = (self.config.heads, self.config.out_channels);
         let n = edge_index.num_nodes();
         let x_l = self.lin_l.forward(x)?.reshape((n, h, c))?;
@@ -381,7 +308,7 @@ impl GatV2Conv {
             None => {
                 let x_j = x_l.index_select(edges.sources(), 0)?; // [E, H, C]
                 let x_i = x_r.index_select(edges.targets(), 0)?;
-                let s = leaky_relu(&(x_i + &x_j)?, slope)?;
+                let s = candle_nn::ops::leaky_relu(&(x_i + &x_j)?, slope)?;
                 let scores = s.broadcast_mul(&self.att)?.sum(D::Minus1)?; // [E, H]
                 (segment_softmax(&scores, edges.targets(), n)?, Some(x_j))
             }
@@ -424,7 +351,39 @@ impl GatV2Conv {
     }
 }
 
-/// `max(x, 0) + slope * min(x, 0)`, valid for any slope.
-fn leaky_relu(x: &Tensor, slope: f64) -> candle_core::Result<Tensor> {
-    x.relu()? - (x.neg()?.relu()? * slope)?
+impl GraphLayer for GatV2Conv {
+    fn layer_type(&self) -> &'static str {
+        "GATv2Conv"
+    }
+
+    fn forward_layer(
+        &self,
+        i: &LayerInput<'_>,
+        dropout: Option<&mut Dropout>,
+    ) -> Result<LayerOutput> {
+        if i.edge_weight.is_some() {
+            return Err(WorkbookError::InvalidGraph(
+                "GATv2Conv does not use edge weights (PyG's GATv2Conv without edge_dim rejects them too); remove edge_weight from the graph".into(),
+            ));
+        }
+        let o = self.forward_t(i.x, i.edge_index, dropout)?;
+        Ok(LayerOutput {
+            out: o.out,
+            attention: Some(o.attention),
+        })
+    }
+
+    fn shadow_check(&self) -> bool {
+        false
+    }
+
+    fn export_onnx(
+        &self,
+        b: &mut crate::export::onnx::Builder,
+        sizes: &crate::export::onnx::Sizes,
+        h: &str,
+        prefix: &str,
+    ) -> Result<crate::export::onnx::OnnxLayerOut> {
+        crate::export::onnx::gatv2_export(b, sizes, h, self, prefix)
+    }
 }

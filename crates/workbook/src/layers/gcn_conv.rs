@@ -37,7 +37,11 @@
 use super::init::glorot;
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
-use crate::placement::{check_forward, Placement};
+use crate::layers::{GraphLayer, LayerInput, LayerOutput};
+use crate::module::{Kind, Named, TensorMap, Tensors};
+use crate::placement::Placement;
+use crate::train::Dropout;
+use crate::Module;
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::VarBuilder;
 use rand_chacha::ChaCha8Rng;
@@ -132,14 +136,62 @@ pub struct NormalizedEdges {
     pub weight: Option<Tensor>,
 }
 
-/// PyG's `GCNConv`.
-#[derive(Debug)]
+/// PyG's `GCNConv`. Its tensors are declared once, by `#[derive(Module)]`: `lin.weight`,
+/// `bias` and the buffer `_cached_edge_index`, so moving, checking and saving are generic.
+#[derive(Debug, Module)]
 pub struct GcnConv {
+    #[module(skip)]
     config: GcnConfig,
+    #[module(name = "lin.weight")]
     weight: Tensor,
     bias: Option<Tensor>,
+    #[module(placement)]
     at: Placement,
+    /// PyG keeps `_cached_edge_index` in a plain attribute that `module.to` leaves behind;
+    /// here it is a buffer, moved with the layer.
+    #[module(buffer, name = "_cached_edge_index")]
     cache: OnceLock<NormalizedEdges>,
+}
+
+/// The cached normalisation as a buffer: `_cached_edge_index` (with the placement it remembers)
+/// and its part `_cached_edge_index.weight`, moved with it.
+impl Tensors for OnceLock<NormalizedEdges> {
+    fn visit<'a>(&'a self, name: &str, kind: Kind, f: &mut dyn FnMut(Named<'a>)) {
+        if let Some(c) = self.get() {
+            let at = c.edge_index.placement();
+            f(Named {
+                name: name.to_string(),
+                kind,
+                tensor: c.edge_index.sources(),
+                placement: Some(at),
+            });
+            // A part of the same buffer: it lives and moves with the edges.
+            if let Some(w) = &c.weight {
+                f(Named {
+                    name: format!("{name}.weight"),
+                    kind,
+                    tensor: w,
+                    placement: Some(at),
+                });
+            }
+        }
+    }
+
+    fn map(&self, name: &str, kind: Kind, m: &mut dyn TensorMap) -> Result<Self> {
+        let out = OnceLock::new();
+        if let Some(c) = self.get() {
+            if let Some(edge_index) = m.edge_index(name, &c.edge_index)? {
+                let from = c.edge_index.placement();
+                let weight = c
+                    .weight
+                    .as_ref()
+                    .map(|w| m.tensor(name, kind, w, Some(from)))
+                    .transpose()?;
+                let _ = out.set(NormalizedEdges { edge_index, weight });
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl Clone for GcnConv {
@@ -193,13 +245,9 @@ impl GcnConv {
         self.bias.as_ref()
     }
 
-    /// Every parameter tensor with its PyG name (without prefix).
+    /// Every parameter tensor with its PyG name (without prefix); [`Module::named_parameters`].
     pub fn named_parameters(&self) -> Vec<(String, Tensor)> {
-        let mut p = vec![("lin.weight".to_string(), self.weight.clone())];
-        if let Some(b) = &self.bias {
-            p.push(("bias".to_string(), b.clone()));
-        }
-        p
+        Module::named_parameters(self)
     }
 
     /// The cached normalised edges, if `cached` is on and a forward pass has filled them.
@@ -212,12 +260,6 @@ impl GcnConv {
         &self.at
     }
 
-    /// Names the parameters' placement without moving anything: for a layer built from a
-    /// `VarBuilder` on the host that stands for a simulated device.
-    pub(crate) fn set_placement(&mut self, at: &Placement) {
-        self.at = at.clone();
-    }
-
     /// Where the cached normalisation lives, if there is one (named as PyG's attribute).
     pub fn buffer_placements(&self) -> Vec<(String, &Placement)> {
         self.cache
@@ -228,47 +270,11 @@ impl GcnConv {
     }
 
     /// A copy on `to`: every parameter (as a fresh trainable variable) **and** the cached
-    /// normalisation. PyTorch's `module.to` moves in place and, for PyG's `GCNConv`, leaves
-    /// `_cached_edge_index` behind because it is not a registered buffer; this returns a new
-    /// layer, like `tensor.to`, and moves the cache too.
+    /// normalisation ([`Module::to_device`]). PyTorch's `module.to` moves in place and, for
+    /// PyG's `GCNConv`, leaves `_cached_edge_index` behind because it is not a registered
+    /// buffer; this returns a new layer, like `tensor.to`, and moves the cache too.
     pub fn to_device(&self, to: impl Into<Placement>) -> Result<Self> {
-        self.moved(&to.into(), "", true)
-    }
-
-    /// The move behind [`GcnConv::to_device`]; `buffers = false` reproduces PyG's behaviour of
-    /// leaving the cache where it was. Ledger entries are named `{prefix}lin.weight`, ...
-    pub(crate) fn moved(&self, to: &Placement, prefix: &str, buffers: bool) -> Result<Self> {
-        let to = self.at.destination(to);
-        let param = |t: &Tensor, name: &str| -> Result<Tensor> {
-            Ok(to
-                .move_parameter(t, &self.at, &format!("{prefix}{name}"))?
-                .as_tensor()
-                .clone())
-        };
-        let cache = OnceLock::new();
-        if let Some(c) = self.cache.get() {
-            let c = if buffers {
-                let what = format!("{prefix}_cached_edge_index");
-                NormalizedEdges {
-                    edge_index: c.edge_index.to_device_named(&to, &what)?,
-                    weight: c
-                        .weight
-                        .as_ref()
-                        .map(|w| to.move_tensor(w, c.edge_index.placement(), &what))
-                        .transpose()?,
-                }
-            } else {
-                c.clone()
-            };
-            let _ = cache.set(c);
-        }
-        Ok(Self {
-            config: self.config.clone(),
-            weight: param(&self.weight, "lin.weight")?,
-            bias: self.bias.as_ref().map(|b| param(b, "bias")).transpose()?,
-            at: to.clone(),
-            cache,
-        })
+        Module::to_device(self, to)
     }
 
     /// Forgets the cached normalisation (PyG: `conv._cached_edge_index = None`).
@@ -287,15 +293,7 @@ impl GcnConv {
         if let Some(w) = edge_weight {
             check_edge_weight(w, edge_index)?;
         }
-        check_forward(
-            "GCNConv parameters",
-            &self.at,
-            &[],
-            x,
-            edge_index,
-            edge_weight,
-            &self.buffer_placements(),
-        )?;
+        Module::check_forward(self, "GCNConv parameters", x, edge_index, edge_weight)?;
         let h = x.matmul(&self.weight.t()?)?;
         let edges = self.edges(edge_index, edge_weight, x.dtype())?;
         let out = propagate(&h, &edges.edge_index, edges.weight.as_ref())?;
@@ -452,4 +450,36 @@ pub(crate) fn check_edge_weight(w: &Tensor, edge_index: &EdgeIndex) -> Result<()
         )));
     }
     Ok(())
+}
+
+impl GraphLayer for GcnConv {
+    fn layer_type(&self) -> &'static str {
+        "GCNConv"
+    }
+
+    fn forward_layer(&self, i: &LayerInput<'_>, _: Option<&mut Dropout>) -> Result<LayerOutput> {
+        Ok(LayerOutput::new(self.forward(
+            i.x,
+            i.edge_index,
+            i.edge_weight,
+        )?))
+    }
+
+    fn clear_cache(&mut self) {
+        GcnConv::clear_cache(self)
+    }
+
+    fn shadow_check(&self) -> bool {
+        false
+    }
+
+    fn export_onnx(
+        &self,
+        b: &mut crate::export::onnx::Builder,
+        sizes: &crate::export::onnx::Sizes,
+        h: &str,
+        prefix: &str,
+    ) -> Result<crate::export::onnx::OnnxLayerOut> {
+        crate::export::onnx::gcn_export(b, sizes, h, self, prefix)
+    }
 }
