@@ -50,6 +50,7 @@ pub mod inspect;
 pub mod layers;
 pub mod ledger;
 pub mod limits;
+pub mod loader;
 pub mod model;
 pub mod ops;
 pub mod placement;

@@ -305,6 +305,8 @@ pub enum Role {
     Buffer,
     /// Optimiser state (`exp_avg[conv1.lin.weight]`).
     OptimizerState,
+    /// A part of a mini-batch (`batch.x`, `batch.y`, `batch.n_id`).
+    BatchPart,
 }
 
 impl Role {
@@ -314,6 +316,7 @@ impl Role {
             Role::Input => "input",
             Role::Buffer => "cached buffer",
             Role::OptimizerState => "optimizer state",
+            Role::BatchPart => "batch part",
         }
     }
 
@@ -323,6 +326,7 @@ impl Role {
             Role::Input => "Move the graph with graph.to_device(&device)",
             Role::Buffer => "Move the model with model.to_device(&device), which moves its cached buffers too, or call model.clear_cache()",
             Role::OptimizerState => "Move the optimizer with the model: adam.to_model(&model)",
+            Role::BatchPart => "Move the whole batch, every step: batch = batch.to_device(&device)? (moving batch.x alone leaves the labels and ids behind)",
         }
     }
 }
