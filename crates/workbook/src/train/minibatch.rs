@@ -269,7 +269,8 @@ impl MiniBatchTrainer {
         Ok(loss)
     }
 
-    /// One epoch: a pass over the training batches, then evaluation. Ledger phase `epoch N`.
+    /// One epoch: a pass over the training batches (ledger phase `epoch N`), then evaluation
+    /// (phase `eval N`, ending with the one read-back of loss and accuracies).
     pub fn epoch(&mut self) -> Result<MiniBatchEpoch> {
         let epoch = self.history.len() + 1;
         if let Some(l) = self.device.ledger() {
@@ -316,6 +317,10 @@ impl MiniBatchTrainer {
         }
         drop(batches);
         let step_ms = ms(Instant::now());
+        // Evaluation traffic apart from the training steps': phase `eval N`.
+        if let Some(l) = self.device.ledger() {
+            l.set_phase(format!("eval {epoch}"));
+        }
         let loss_sum = loss_sum.expect("the loader has at least one batch");
         let mean_loss = (loss_sum / seeds as f64)?.reshape(1)?;
         let (counts, totals) = self.correct_counts()?;
