@@ -365,7 +365,7 @@ fn say(text: &mut String, line: impl std::fmt::Display) {
 }
 
 #[test]
-fn ch05_capstone_cora_end_to_end() {
+fn ch06_capstone_cora_end_to_end() {
     use std::sync::Arc;
     use workbook::export::{onnx, preflight};
     use workbook::threads::serving;
@@ -375,7 +375,7 @@ fn ch05_capstone_cora_end_to_end() {
     let onnx_path = dir.path().join("cora_gatv2.onnx");
     let mut text = String::new();
 
-    // ANCHOR: ch05_train
+    // ANCHOR: ch06_train
     let ledger = Ledger::new();
     let chosen = device::choose(Some("sim:1".parse().unwrap())).unwrap(); // chapter 1: one policy
     let gpu = chosen.placement.with_ledger(&ledger);
@@ -400,7 +400,7 @@ fn ch05_capstone_cora_end_to_end() {
     .unwrap();
     print!("{}", ledger.table()); // chapter 2: what crossed the bus, and when
     let model = report.model;
-    // ANCHOR_END: ch05_train
+    // ANCHOR_END: ch06_train
     for s in report.history.iter().filter(|s| s.epoch % 10 == 0) {
         say(
             &mut text,
@@ -439,15 +439,15 @@ fn ch05_capstone_cora_end_to_end() {
     }
     say(&mut text, String::new());
     say(&mut text, ledger.table().trim_end().to_string());
-    generated("ch05_train.txt", &text);
+    generated("ch06_train.txt", &text);
     text.clear();
 
-    // ANCHOR: ch05_export
+    // ANCHOR: ch06_export
     // chapter 4: pre-flight first, then write; the example graph is on the model's device
     let checks = preflight::check(&model, &preflight::Example::from_graph(&cora)).unwrap();
     checkpoint::save(&model, &checkpoint_path).unwrap(); // chapter 2: portable, from any device
     onnx::write(&model, &onnx_path, &onnx::OnnxOptions::default()).unwrap();
-    // ANCHOR_END: ch05_export
+    // ANCHOR_END: ch06_export
     for line in &checks.checks {
         say(&mut text, format!("pre-flight ok: {line}"));
     }
@@ -479,19 +479,19 @@ fn ch05_capstone_cora_end_to_end() {
                 + ", ..."
         ),
     );
-    generated("ch05_export.txt", &text);
+    generated("ch06_export.txt", &text);
 
     // The failure: serving the model where it was trained, with requests built on the host.
     let host_cora = datasets::load("cora", None, Placement::cpu()).unwrap();
     let request = serving::Request::whole(&host_cora);
-    // ANCHOR: ch05_mismatch
+    // ANCHOR: ch06_mismatch
     // the trained model is on sim:1, the request was built on the cpu
     let err = serving::answer(&model, &request).unwrap_err();
-    // ANCHOR_END: ch05_mismatch
-    generated("ch05_mismatch.txt", &format!("{err}\n"));
+    // ANCHOR_END: ch06_mismatch
+    generated("ch06_mismatch.txt", &format!("{err}\n"));
     let mut text = String::new();
 
-    // ANCHOR: ch05_serve
+    // ANCHOR: ch06_serve
     // the serving machine: reload onto its device (map_location), share through Arc
     let served = Arc::new(checkpoint::load(&checkpoint_path, Placement::cpu()).unwrap());
     let requests: Arc<[serving::Request]> =
@@ -504,7 +504,7 @@ fn ch05_capstone_cora_end_to_end() {
     let on_cpu = serving::answer(&served, &request).unwrap();
     let same = on_cpu.same_as(&on_gpu).unwrap();
     assert!(same);
-    // ANCHOR_END: ch05_serve
+    // ANCHOR_END: ch06_serve
     text.push_str(&format!(
         "reloaded onto {}: logits and attention equal the trained model's on {}: {same}\n",
         served.placement(),
@@ -523,7 +523,7 @@ fn ch05_capstone_cora_end_to_end() {
         run.threads,
         run.mismatches
     ));
-    generated("ch05_serve.txt", &text);
+    generated("ch06_serve.txt", &text);
 }
 
 /// Every `{{#include ...}}` in the book names a file that exists and, when it names an anchor or

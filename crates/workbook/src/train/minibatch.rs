@@ -99,7 +99,7 @@ pub struct StepTiming {
     pub copy: (f64, f64),
     /// Forward, backward and optimiser step (device synchronised at the end).
     pub compute: (f64, f64),
-    /// Bytes the copy moved.
+    /// Bytes the copy moved (0 on the `cpu`, where nothing moves).
     pub bytes: u64,
 }
 
@@ -312,7 +312,8 @@ impl MiniBatchTrainer {
                 wait: (ms(wait_start), ms(wait_end)),
                 copy: (ms(wait_end), ms(copy_end)),
                 compute: (ms(copy_end), ms(end)),
-                bytes: batch.bytes(),
+                // What to_device copied: nothing when the device is the cpu itself.
+                bytes: if self.device.is_cpu() { 0 } else { batch.bytes() },
             });
         }
         drop(batches);
