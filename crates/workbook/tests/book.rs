@@ -1,4 +1,4 @@
-//! The book's listings (chapters 1 to 4 and the capstone), compiled and run by `cargo test`.
+//! The book's listings (chapters 1 to 5 and the capstone), compiled and run by `cargo test`.
 //!
 //! `book/src/*.md` includes the code between `ANCHOR` markers, and the text these tests print
 //! into `book/src/generated/` (error messages, tables, ledgers). A test fails when a generated
@@ -362,6 +362,85 @@ fn onnx_value(v: &workbook::export::onnx_proto::ValueInfoProto) -> String {
 fn say(text: &mut String, line: impl std::fmt::Display) {
     println!("{line}");
     text.push_str(&format!("{line}\n"));
+}
+
+#[test]
+fn ch05_mini_batches() {
+    use workbook::loader::{BatchPart, InputNodes, LoaderConfig, NeighborLoader};
+    use workbook::train::minibatch::{MiniBatchConfig, MiniBatchTrainer};
+    let mut text = String::new();
+
+    // ANCHOR: ch05_loader
+    let graph = datasets::load("cora", None, Placement::cpu()).unwrap(); // stays on the host
+    let config = LoaderConfig {
+        input_nodes: InputNodes::Train, // PyG: input_nodes=data.train_mask
+        shuffle: true,
+        ..LoaderConfig::new(&[10, 10], 64) // num_neighbors=[10, 10], batch_size=64
+    };
+    let loader = NeighborLoader::new(&graph, config).unwrap();
+    let batch = loader.batches(1).next().unwrap().unwrap(); // epoch 1, first batch
+    let n_id = batch.n_id_host();
+    // ANCHOR_END: ch05_loader
+    say(&mut text, format!("batches per epoch: {}", loader.len()));
+    say(
+        &mut text,
+        format!(
+            "batch_size {}, nodes {} (per hop {:?}), edges {} (per hop {:?})",
+            batch.batch_size(),
+            batch.num_nodes(),
+            batch.num_sampled_nodes(),
+            batch.num_edges(),
+            batch.num_sampled_edges()
+        ),
+    );
+    say(
+        &mut text,
+        format!("first seeds (global ids): {:?}", &n_id[..5]),
+    );
+    say(
+        &mut text,
+        format!(
+            "x {:?} of the graph's {:?}; bytes to move: {}",
+            batch.x().dims(),
+            graph.x().dims(),
+            batch.bytes()
+        ),
+    );
+    generated("ch05_loader.txt", &text);
+
+    // ANCHOR: ch05_loop
+    let ledger = Ledger::new();
+    let device = Placement::sim(1).with_ledger(&ledger);
+    let model = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+    let settings = MiniBatchConfig::new(&[10, 10], 64);
+    // The model moves once (phase "init")...
+    let mut trainer =
+        MiniBatchTrainer::new(model, &graph, &TrainConfig::gcn(), settings, &device).unwrap();
+    let loader = trainer.loader().clone();
+    ledger.set_phase("epoch 1");
+    for batch in loader.batches(1) {
+        let batch = batch.unwrap().to_device(&device).unwrap(); // ...the data every step
+        trainer.step(&batch).unwrap();
+    }
+    // ANCHOR_END: ch05_loop
+    generated("ch05_ledger.txt", &ledger.table());
+
+    let mut text = String::new();
+    // ANCHOR: ch05_mistakes
+    // 1. The graph moved to the device before the loader: the sampler works on the host.
+    let on_device = graph.to_device(&device).unwrap();
+    let err = NeighborLoader::new(&on_device, LoaderConfig::new(&[10, 10], 64)).unwrap_err();
+    // 2. The features and edges moved by hand, the labels left behind.
+    let batch = loader.batch(1, 0).unwrap();
+    let half = batch
+        .move_part(BatchPart::X, &device)
+        .and_then(|b| b.move_part(BatchPart::EdgeIndex, &device))
+        .unwrap();
+    let left_behind = trainer.step(&half).unwrap_err();
+    // ANCHOR_END: ch05_mistakes
+    say(&mut text, err);
+    say(&mut text, left_behind);
+    generated("ch05_mistakes.txt", &text);
 }
 
 #[test]

@@ -313,7 +313,11 @@ impl MiniBatchTrainer {
                 copy: (ms(wait_end), ms(copy_end)),
                 compute: (ms(copy_end), ms(end)),
                 // What to_device copied: nothing when the device is the cpu itself.
-                bytes: if self.device.is_cpu() { 0 } else { batch.bytes() },
+                bytes: if self.device.is_cpu() {
+                    0
+                } else {
+                    batch.bytes()
+                },
             });
         }
         drop(batches);
