@@ -790,3 +790,67 @@ fn figures_draws_the_books_measured_figures() {
     let ledger = std::fs::read_to_string(out.join("ledger_bytes.svg")).unwrap();
     assert!(ledger.contains("graph moved every epoch"), "{ledger}");
 }
+
+#[test]
+fn train_by_mini_batches_reports_batches_and_per_phase_traffic() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = workbook(
+        &[
+            "train",
+            "--model",
+            "gcn",
+            "--dataset",
+            "karate",
+            "--epochs",
+            "2",
+            "--batch-size",
+            "2",
+            "--num-neighbors",
+            "5,-1",
+            "--prefetch",
+            "--device",
+            "sim:1",
+        ],
+        dir.path(),
+    );
+    let line = json_lines(&ok(&out)).remove(0);
+    assert_eq!(line["batches_per_epoch"], 2, "{line}"); // karate: 4 training nodes
+    assert_eq!(line["num_neighbors"], serde_json::json!([5, -1]), "{line}");
+    let phases: Vec<&str> = line["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert!(
+        phases.contains(&"init") && phases.contains(&"epoch *"),
+        "{line}"
+    );
+    assert!(line["bytes_per_step"].as_f64().unwrap() > 0.0, "{line}");
+    // One count per layer, or a named error.
+    let out = workbook(
+        &[
+            "train",
+            "--model",
+            "gcn",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "2",
+            "--num-neighbors",
+            "5",
+        ],
+        dir.path(),
+    );
+    let err = failure(&out);
+    assert!(
+        err.contains("num_neighbors has 1 hop(s) but the model has 2"),
+        "{err}"
+    );
+    // --num-neighbors without --batch-size is refused by the parser.
+    let out = workbook(
+        &["train", "--model", "gcn", "--num-neighbors", "5,5"],
+        dir.path(),
+    );
+    assert!(failure(&out).contains("--batch-size"));
+}

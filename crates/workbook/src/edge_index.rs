@@ -125,7 +125,12 @@ impl EdgeIndex {
     }
 
     /// Builds the tensors on `at` without recording the upload (the callers name it).
-    fn from_u32(src: Vec<u32>, dst: Vec<u32>, num_nodes: usize, at: &Placement) -> Result<Self> {
+    pub(crate) fn from_u32(
+        src: Vec<u32>,
+        dst: Vec<u32>,
+        num_nodes: usize,
+        at: &Placement,
+    ) -> Result<Self> {
         let e = src.len();
         let src_t = Tensor::from_slice(&src, e, at.device())?;
         let dst_t = Tensor::from_slice(&dst, e, at.device())?;

@@ -52,6 +52,10 @@ pub enum WorkbookError {
     /// and the fix.
     #[error("intermediate tensor on the wrong device: {0}")]
     IntermediateTensor(String),
+    /// A neighbour sampler was given device-side data: it samples on the host (PyG issue 7691,
+    /// `input_nodes` on the GPU while the sampler works on the CPU: a dead kernel).
+    #[error("NeighborLoader samples on the host, but {what} is on {found}: build the loader from the graph on the cpu (before any .to_device) with host-side input_nodes, and move each batch with batch.to_device(&device) inside the loop")]
+    SamplerInputOnDevice { what: String, found: String },
 
     /// An error from candle (tensor maths, devices, dtypes).
     #[error(transparent)]

@@ -3,7 +3,8 @@
 //! GCN and GATv2 layers on [candle](https://github.com/huggingface/candle) that match PyTorch
 //! Geometric numerically (tested against PyG's own outputs), with PyG's parameter names so a
 //! PyG `state_dict` loads unchanged; datasets (karate, Planetoid Cora/CiteSeer, synthetic CSBM);
-//! and full-batch training. Everything runs on the CPU, and on CUDA with the `cuda` feature.
+//! full-batch training, and mini-batch training over PyG's `NeighborLoader` ([`loader`],
+//! [`train::minibatch`]). Everything runs on the CPU, and on CUDA with the `cuda` feature.
 //!
 //! ```
 //! use workbook::{datasets, device, ModelConfig, train::{train, TrainConfig}};
@@ -70,6 +71,7 @@ pub mod inspect;
 pub mod layers;
 pub mod ledger;
 pub mod limits;
+pub mod loader;
 pub mod model;
 pub mod module;
 pub mod ops;

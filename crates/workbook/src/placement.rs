@@ -307,6 +307,8 @@ pub enum Role {
     OptimizerState,
     /// A tensor a layer's forward pass made (its output, an intermediate).
     Intermediate,
+    /// A part of a mini-batch (`batch.x`, `batch.y`, `batch.n_id`).
+    BatchPart,
 }
 
 impl Role {
@@ -317,6 +319,7 @@ impl Role {
             Role::Buffer => "cached buffer",
             Role::OptimizerState => "optimizer state",
             Role::Intermediate => "intermediate tensor",
+            Role::BatchPart => "batch part",
         }
     }
 
@@ -327,6 +330,7 @@ impl Role {
             Role::Buffer => "Move the model with model.to_device(&device), which moves its cached buffers too, or call model.clear_cache()",
             Role::OptimizerState => "Move the optimizer with the model: adam.to_model(&model)",
             Role::Intermediate => "Inside forward, create tensors where the input lives (Tensor::zeros(n, dtype, x.device()), x.zeros_like(), at.zeros(..) for the layer's placement), never on a fixed device",
+            Role::BatchPart => "Move the whole batch, every step: batch = batch.to_device(&device)? (moving batch.x alone leaves the labels and ids behind)",
         }
     }
 }

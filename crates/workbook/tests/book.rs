@@ -1,4 +1,4 @@
-//! The book's listings (chapters 1 to 4 and the capstone), compiled and run by `cargo test`.
+//! The book's listings (chapters 1 to 5 and the capstone), compiled and run by `cargo test`.
 //!
 //! `book/src/*.md` includes the code between `ANCHOR` markers, and the text these tests print
 //! into `book/src/generated/` (error messages, tables, ledgers). A test fails when a generated
@@ -365,7 +365,86 @@ fn say(text: &mut String, line: impl std::fmt::Display) {
 }
 
 #[test]
-fn ch05_capstone_cora_end_to_end() {
+fn ch05_mini_batches() {
+    use workbook::loader::{BatchPart, InputNodes, LoaderConfig, NeighborLoader};
+    use workbook::train::minibatch::{MiniBatchConfig, MiniBatchTrainer};
+    let mut text = String::new();
+
+    // ANCHOR: ch05_loader
+    let graph = datasets::load("cora", None, Placement::cpu()).unwrap(); // stays on the host
+    let config = LoaderConfig {
+        input_nodes: InputNodes::Train, // PyG: input_nodes=data.train_mask
+        shuffle: true,
+        ..LoaderConfig::new(&[10, 10], 64) // num_neighbors=[10, 10], batch_size=64
+    };
+    let loader = NeighborLoader::new(&graph, config).unwrap();
+    let batch = loader.batches(1).next().unwrap().unwrap(); // epoch 1, first batch
+    let n_id = batch.n_id_host();
+    // ANCHOR_END: ch05_loader
+    say(&mut text, format!("batches per epoch: {}", loader.len()));
+    say(
+        &mut text,
+        format!(
+            "batch_size {}, nodes {} (per hop {:?}), edges {} (per hop {:?})",
+            batch.batch_size(),
+            batch.num_nodes(),
+            batch.num_sampled_nodes(),
+            batch.num_edges(),
+            batch.num_sampled_edges()
+        ),
+    );
+    say(
+        &mut text,
+        format!("first seeds (global ids): {:?}", &n_id[..5]),
+    );
+    say(
+        &mut text,
+        format!(
+            "x {:?} of the graph's {:?}; bytes to move: {}",
+            batch.x().dims(),
+            graph.x().dims(),
+            batch.bytes()
+        ),
+    );
+    generated("ch05_loader.txt", &text);
+
+    // ANCHOR: ch05_loop
+    let ledger = Ledger::new();
+    let device = Placement::sim(1).with_ledger(&ledger);
+    let model = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+    let settings = MiniBatchConfig::new(&[10, 10], 64);
+    // The model moves once (phase "init")...
+    let mut trainer =
+        MiniBatchTrainer::new(model, &graph, &TrainConfig::gcn(), settings, &device).unwrap();
+    let loader = trainer.loader().clone();
+    ledger.set_phase("epoch 1");
+    for batch in loader.batches(1) {
+        let batch = batch.unwrap().to_device(&device).unwrap(); // ...the data every step
+        trainer.step(&batch).unwrap();
+    }
+    // ANCHOR_END: ch05_loop
+    generated("ch05_ledger.txt", &ledger.table());
+
+    let mut text = String::new();
+    // ANCHOR: ch05_mistakes
+    // 1. The graph moved to the device before the loader: the sampler works on the host.
+    let on_device = graph.to_device(&device).unwrap();
+    let err = NeighborLoader::new(&on_device, LoaderConfig::new(&[10, 10], 64)).unwrap_err();
+    // 2. The features and edges moved by hand, the labels left behind.
+    let batch = loader.batch(1, 0).unwrap();
+    let half = batch
+        .move_part(BatchPart::X, &device)
+        .and_then(|b| b.move_part(BatchPart::EdgeIndex, &device))
+        .unwrap();
+    let left_behind = trainer.step(&half).unwrap_err();
+    // ANCHOR_END: ch05_mistakes
+    say(&mut text, err);
+    say(&mut text, left_behind);
+    generated("ch05_mistakes.txt", &text);
+}
+
+#[test]
+fn ch06_capstone_cora_end_to_end() {
     use std::sync::Arc;
     use workbook::export::{onnx, preflight};
     use workbook::train::train;
@@ -375,7 +454,7 @@ fn ch05_capstone_cora_end_to_end() {
     let onnx_path = dir.path().join("cora_gatv2.onnx");
     let mut text = String::new();
 
-    // ANCHOR: ch05_train
+    // ANCHOR: ch06_train
     let ledger = Ledger::new();
     let chosen = device::choose(Some("sim:1".parse().unwrap())).unwrap(); // chapter 1: one policy
     let gpu = chosen.placement.with_ledger(&ledger);
@@ -400,7 +479,7 @@ fn ch05_capstone_cora_end_to_end() {
     .unwrap();
     print!("{}", ledger.table()); // chapter 2: what crossed the bus, and when
     let model = report.model;
-    // ANCHOR_END: ch05_train
+    // ANCHOR_END: ch06_train
     for s in report.history.iter().filter(|s| s.epoch % 10 == 0) {
         say(
             &mut text,
@@ -439,15 +518,15 @@ fn ch05_capstone_cora_end_to_end() {
     }
     say(&mut text, String::new());
     say(&mut text, ledger.table().trim_end().to_string());
-    generated("ch05_train.txt", &text);
+    generated("ch06_train.txt", &text);
     text.clear();
 
-    // ANCHOR: ch05_export
+    // ANCHOR: ch06_export
     // chapter 4: pre-flight first, then write; the example graph is on the model's device
     let checks = preflight::check(&model, &preflight::Example::from_graph(&cora)).unwrap();
     checkpoint::save(&model, &checkpoint_path).unwrap(); // chapter 2: portable, from any device
     onnx::write(&model, &onnx_path, &onnx::OnnxOptions::default()).unwrap();
-    // ANCHOR_END: ch05_export
+    // ANCHOR_END: ch06_export
     for line in &checks.checks {
         say(&mut text, format!("pre-flight ok: {line}"));
     }
@@ -479,19 +558,19 @@ fn ch05_capstone_cora_end_to_end() {
                 + ", ..."
         ),
     );
-    generated("ch05_export.txt", &text);
+    generated("ch06_export.txt", &text);
 
     // The failure: serving the model where it was trained, with requests built on the host.
     let host_cora = datasets::load("cora", None, Placement::cpu()).unwrap();
     let request = serving::Request::whole(&host_cora);
-    // ANCHOR: ch05_mismatch
+    // ANCHOR: ch06_mismatch
     // the trained model is on sim:1, the request was built on the cpu
     let err = serving::answer(&model, &request).unwrap_err();
-    // ANCHOR_END: ch05_mismatch
-    generated("ch05_mismatch.txt", &format!("{err}\n"));
+    // ANCHOR_END: ch06_mismatch
+    generated("ch06_mismatch.txt", &format!("{err}\n"));
     let mut text = String::new();
 
-    // ANCHOR: ch05_serve
+    // ANCHOR: ch06_serve
     // the serving machine: reload onto its device (map_location), share through Arc
     let served = Arc::new(checkpoint::load(&checkpoint_path, Placement::cpu()).unwrap());
     let requests: Arc<[serving::Request]> =
@@ -504,7 +583,7 @@ fn ch05_capstone_cora_end_to_end() {
     let on_cpu = serving::answer(&served, &request).unwrap();
     let same = on_cpu.same_as(&on_gpu).unwrap();
     assert!(same);
-    // ANCHOR_END: ch05_serve
+    // ANCHOR_END: ch06_serve
     text.push_str(&format!(
         "reloaded onto {}: logits and attention equal the trained model's on {}: {same}\n",
         served.placement(),
@@ -523,7 +602,7 @@ fn ch05_capstone_cora_end_to_end() {
         run.threads,
         run.mismatches
     ));
-    generated("ch05_serve.txt", &text);
+    generated("ch06_serve.txt", &text);
 }
 
 /// Every `{{#include ...}}` in the book names a file that exists and, when it names an anchor or

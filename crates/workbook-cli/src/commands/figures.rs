@@ -5,7 +5,9 @@
 //!   graph is moved once and when it is moved every epoch (karate, transfer ledger);
 //! - `serving_throughput.svg`: requests per second against threads sharing one GATv2 model;
 //! - `karate_gatv2.svg`: the karate club coloured by GATv2's predictions, edges shaded by the
-//!   first layer's attention.
+//!   first layer's attention;
+//! - `prefetch_timeline.svg`: one mini-batch epoch without and with prefetch (see
+//!   `prefetch_figure.rs`).
 
 use crate::commands::train::{train_with_bar, ModelKind};
 use anyhow::{Context, Result};
@@ -33,7 +35,7 @@ pub struct Args {
     /// Requests per thread count for the serving figure.
     #[arg(long, default_value_t = 400)]
     requests: usize,
-    /// Draw only these figures (training, ledger, serving, karate); default: all.
+    /// Draw only these figures (training, ledger, serving, karate, prefetch); default: all.
     #[arg(long, value_delimiter = ',')]
     only: Vec<Figure>,
 }
@@ -44,6 +46,7 @@ pub enum Figure {
     Ledger,
     Serving,
     Karate,
+    Prefetch,
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
@@ -67,6 +70,9 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     }
     if wanted(Figure::Serving) {
         serving_figure(&args, chosen, &graph)?;
+    }
+    if wanted(Figure::Prefetch) {
+        super::prefetch_figure::draw(&args.out, chosen)?;
     }
     Ok(())
 }

@@ -1,11 +1,13 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_minibatch;
 pub mod data;
 pub mod demo;
 pub mod export;
 pub mod figures;
 pub mod inspect;
 pub mod predict;
+pub mod prefetch_figure;
 pub mod serve_demo;
 pub mod train;

@@ -6,6 +6,8 @@ use serde_json::json;
 use std::path::PathBuf;
 use workbook::device::Chosen;
 use workbook::ledger::Ledger;
+use workbook::placement::Placement;
+use workbook::train::minibatch::{train_minibatch, Eval, MiniBatchConfig};
 use workbook::train::{train, TrainConfig, TrainReport};
 use workbook::{datasets, Graph, ModelConfig};
 
@@ -62,6 +64,32 @@ pub struct Args {
     /// per-phase totals in the JSON summary.
     #[arg(long)]
     ledger: bool,
+    /// Train by mini-batches of this many seed (training) nodes, sampled with PyG's
+    /// NeighborLoader semantics on the host; each batch moves to the device every step.
+    #[arg(long)]
+    batch_size: Option<usize>,
+    /// Neighbours sampled per node, one count per layer (-1: all), as PyG's num_neighbors.
+    /// Default 10 per layer. Needs --batch-size.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        requires = "batch_size"
+    )]
+    num_neighbors: Option<Vec<i64>>,
+    /// Prepare the next batches on a background thread while the current one computes.
+    #[arg(long, requires = "batch_size")]
+    prefetch: bool,
+    /// Mini-batch evaluation: `batches` (every neighbour, in batches of 1024 seeds; memory
+    /// bounded by the batch) or `full` (the whole graph moved to the device once; exact).
+    #[arg(long, value_enum, default_value = "batches", requires = "batch_size")]
+    eval: EvalKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EvalKind {
+    Batches,
+    Full,
 }
 
 /// Trains `kind` on `graph` with a progress bar.
@@ -86,6 +114,9 @@ pub fn train_with_bar(
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     workbook::limits::check_count("--epochs", args.epochs, 1)?;
+    if let Some(batch_size) = args.batch_size {
+        return run_minibatch(&args, batch_size, chosen);
+    }
     let ledger = Ledger::new();
     let at = if args.ledger {
         chosen.placement.clone().with_ledger(&ledger)
@@ -131,4 +162,122 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     }
     println!("{summary}");
     Ok(())
+}
+
+/// `train --batch-size ...`: the graph stays on the host, the model moves once, each batch
+/// moves every step; the ledger is always kept so the JSON line can report per-phase traffic.
+fn run_minibatch(args: &Args, batch_size: usize, chosen: &Chosen) -> Result<()> {
+    let ledger = Ledger::new();
+    let device = chosen.placement.clone().with_ledger(&ledger);
+    ledger.set_phase("load");
+    // The loader samples on the host: the graph is loaded on the cpu, never moved whole.
+    let graph = datasets::load(&args.dataset, args.data_dir.as_deref(), Placement::cpu())
+        .with_context(|| format!("loading dataset '{}'", args.dataset))?;
+    eprintln!(
+        "dataset: {} ({} nodes, {} edges, {} features, {} classes), mini-batches of {batch_size}",
+        graph.name,
+        graph.num_nodes(),
+        graph.num_edges(),
+        graph.num_features(),
+        graph.num_classes()
+    );
+    let (config, recipe) = args.model.recipe(&graph);
+    let recipe = TrainConfig {
+        epochs: args.epochs,
+        seed: args.seed,
+        ..recipe
+    };
+    let layers = config.layers.len();
+    let num_neighbors = args
+        .num_neighbors
+        .clone()
+        .unwrap_or_else(|| vec![10; layers]);
+    let mut mb = MiniBatchConfig::new(&num_neighbors, batch_size);
+    mb.prefetch = if args.prefetch { 2 } else { 0 };
+    if args.eval == EvalKind::Full {
+        mb.eval = Eval::FullGraph;
+    }
+    let bar = progress::epoch_bar(
+        &format!("{} {} (mini-batch)", args.model.name(), graph.name),
+        args.epochs,
+    );
+    let trainer = train_minibatch(config, &graph, &recipe, mb, &device, |e| {
+        progress::tick(&bar, &e.stats)
+    })
+    .with_context(|| {
+        format!(
+            "training {} on {} by mini-batches",
+            args.model.name(),
+            graph.name
+        )
+    })?;
+    bar.finish_and_clear();
+    if let Some(path) = &args.save {
+        ledger.set_phase("save");
+        workbook::checkpoint::save(trainer.model(), path)
+            .with_context(|| format!("saving a checkpoint to {}", path.display()))?;
+        eprintln!("saved checkpoint to {}", path.display());
+    }
+    if args.ledger {
+        eprint!("transfer ledger ({}):\n{}", chosen.name, ledger.table());
+    }
+    let history = trainer.history();
+    let last = history.last().expect("at least one epoch");
+    // Mean over the epochs after the first (which pays one-off costs), as full-batch reports.
+    let later: Vec<_> = history.iter().skip(1).collect();
+    let later = if later.is_empty() {
+        history.iter().collect()
+    } else {
+        later
+    };
+    let mean = |f: &dyn Fn(&workbook::train::minibatch::MiniBatchEpoch) -> f64| {
+        later.iter().map(|e| f(e)).sum::<f64>() / later.len() as f64
+    };
+    let epoch_ms = mean(&|e| e.stats.step_ms);
+    let prepare_ms = mean(&|e| e.prepare_ms());
+    let summary = json!({
+        "model": args.model.name(),
+        "dataset": graph.name,
+        "device": chosen.name,
+        "epochs": args.epochs,
+        "seed": args.seed,
+        "loss": last.stats.loss,
+        "train_accuracy": last.stats.train_accuracy,
+        "val_accuracy": last.stats.val_accuracy,
+        "test_accuracy": last.stats.test_accuracy,
+        "epoch_ms": epoch_ms,
+        "batch_size": batch_size,
+        "num_neighbors": num_neighbors,
+        "prefetch": args.prefetch,
+        "eval": if args.eval == EvalKind::Full { "full" } else { "batches" },
+        "batches_per_epoch": last.batches,
+        "prepare_ms_per_epoch": prepare_ms,
+        "wait_ms_per_epoch": mean(&|e| e.wait_ms()),
+        "bytes_per_step": last.bytes_per_step(),
+        "ledger": folded_totals(&ledger),
+    });
+    println!("{summary}");
+    Ok(())
+}
+
+/// The ledger's per-phase totals with `epoch N` folded into `epoch *` and `eval N` into
+/// `eval *` (summed over epochs), so a 200-epoch run stays one short JSON line.
+fn folded_totals(ledger: &Ledger) -> serde_json::Value {
+    let mut out: Vec<(String, usize, u64)> = Vec::new();
+    for t in ledger.totals() {
+        let phase = match t.phase.split_once(' ') {
+            Some((head, n)) if n.chars().all(|c| c.is_ascii_digit()) => format!("{head} *"),
+            _ => t.phase.clone(),
+        };
+        match out.iter_mut().find(|(p, _, _)| *p == phase) {
+            Some(row) => {
+                row.1 += t.transfers;
+                row.2 += t.bytes;
+            }
+            None => out.push((phase, t.transfers, t.bytes)),
+        }
+    }
+    out.into_iter()
+        .map(|(phase, transfers, bytes)| json!({"phase": phase, "transfers": transfers, "bytes": bytes}))
+        .collect()
 }

@@ -2,10 +2,12 @@
 
 pub mod graph_drawing;
 pub mod line_chart;
+pub mod prefetch_timeline;
 pub mod scaling;
 pub mod training_curves;
 
 pub use graph_drawing::{draw_graph, spring_layout, GraphDrawing};
 pub use line_chart::{draw_line_chart, LineChart, Series};
+pub use prefetch_timeline::draw_prefetch_timeline;
 pub use scaling::{draw_scaling, ScalingPoint};
 pub use training_curves::{draw_training_curves, Curve};

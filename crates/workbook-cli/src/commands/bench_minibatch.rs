@@ -1,0 +1,104 @@
+//! `workbook bench --batch-size N [--num-neighbors 10,10] [--prefetch]`: the mini-batch line.
+//!
+//! After the full-batch line of the same model and graph, one JSON line with `"bench":
+//! "minibatch"`: the training pass over one epoch's batches (`epoch_ms`, median over the timed
+//! epochs, evaluation excluded), sampled batches per second (batches over the time spent
+//! sampling and gathering them), the sampling share of the epoch, bytes moved to the device
+//! per step, and `full_batch_epoch_ms` (the full-batch line's median) for comparison.
+
+use crate::commands::train::ModelKind;
+use anyhow::{Context, Result};
+use serde_json::json;
+use workbook::device::Chosen;
+use workbook::train::minibatch::{Eval, MiniBatchConfig, MiniBatchTrainer};
+use workbook::train::TrainConfig;
+use workbook::Graph;
+
+/// The mini-batch settings of a bench run.
+pub struct Settings {
+    pub batch_size: usize,
+    pub num_neighbors: Option<Vec<i64>>,
+    pub prefetch: bool,
+    pub warmup: usize,
+    pub repeats: usize,
+    pub seed: u64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Runs `warmup + repeats` mini-batch epochs of `kind` on `host_graph` (on the host) with the
+/// model on the chosen device, and prints the line.
+pub fn run(
+    kind: ModelKind,
+    host_graph: &Graph,
+    chosen: &Chosen,
+    s: &Settings,
+    full_batch_epoch_ms: f64,
+) -> Result<()> {
+    let (config, recipe) = kind.recipe(host_graph);
+    let recipe = TrainConfig {
+        seed: s.seed,
+        ..recipe
+    };
+    let layers = config.layers.len();
+    let num_neighbors = s.num_neighbors.clone().unwrap_or_else(|| vec![10; layers]);
+    let mb = MiniBatchConfig {
+        prefetch: if s.prefetch { 2 } else { 0 },
+        // Evaluation is not timed; sampled like training, to keep it short.
+        eval: Eval::Batches {
+            num_neighbors: num_neighbors.clone(),
+            batch_size: 1024,
+        },
+        ..MiniBatchConfig::new(&num_neighbors, s.batch_size)
+    };
+    let mut t = MiniBatchTrainer::new(config, host_graph, &recipe, mb, &chosen.placement)
+        .with_context(|| format!("mini-batch {} on {}", kind.name(), host_graph.name))?;
+    let mut epochs = Vec::new();
+    for k in 0..s.warmup + s.repeats {
+        let e = t.epoch()?;
+        if k >= s.warmup {
+            epochs.push(e);
+        }
+    }
+    let epoch_ms = median(epochs.iter().map(|e| e.stats.step_ms).collect());
+    let prepare: f64 = epochs.iter().map(|e| e.prepare_ms()).sum();
+    let batches: usize = epochs.iter().map(|e| e.batches).sum();
+    let total: f64 = epochs.iter().map(|e| e.stats.step_ms).sum();
+    let bytes = epochs.iter().map(|e| e.bytes_per_step()).sum::<f64>() / epochs.len() as f64;
+    println!(
+        "{}",
+        json!({
+            "impl": "workbook",
+            "bench": "minibatch",
+            "model": kind.name(),
+            "dataset": host_graph.name,
+            "device": chosen.name,
+            "threads": workbook::ops::cpu_threads(),
+            "nodes": host_graph.num_nodes(),
+            "edges": host_graph.num_edges(),
+            "batch_size": s.batch_size,
+            "num_neighbors": num_neighbors,
+            "prefetch": s.prefetch,
+            "batches_per_epoch": epochs[0].batches,
+            "warmup": s.warmup,
+            "repeats": s.repeats,
+            "epoch_ms": epoch_ms,
+            "sampled_batches_per_second": batches as f64 / (prepare / 1e3),
+            "sampling_share": prepare / total,
+            "bytes_per_step": bytes,
+            "full_batch_epoch_ms": full_batch_epoch_ms,
+        })
+    );
+    Ok(())
+}
