@@ -7,5 +7,6 @@ pub mod export;
 pub mod figures;
 pub mod inspect;
 pub mod predict;
+pub mod roofline;
 pub mod serve_demo;
 pub mod train;

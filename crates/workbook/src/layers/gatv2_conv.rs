@@ -205,7 +205,8 @@ impl Linear {
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = x.matmul(&self.weight.t()?)?;
+        // x · Wᵀ, over x's non-zeros when it is sparse (bag-of-words features).
+        let y = crate::ops::sparse_features::linear(x, &self.weight)?;
         Ok(match &self.bias {
             Some(b) => y.broadcast_add(b)?,
             None => y,
