@@ -107,6 +107,10 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
             "roofline": "bandwidth",
             "threads": threads,
             "array_mib": STREAM_ELEMENTS * 4 / (1 << 20),
+            // other work on the machine lowers both numbers; say how much there was
+            "load_average": std::fs::read_to_string("/proc/loadavg")
+                .ok()
+                .and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok()),
             "copy_gb_s": copy / 1e9,
             "triad_gb_s": triad / 1e9,
         })
