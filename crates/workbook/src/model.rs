@@ -706,7 +706,8 @@ impl Model {
         let last = self.layers.len() - 1;
         for (k, layer) in self.layers.iter().enumerate() {
             if let Some(d) = dropout.as_deref_mut() {
-                h = d.apply(&h, self.config.dropout)?;
+                // Same mask as `d.apply`; sparse input features stay sparse.
+                h = crate::ops::sparse_features::dropout(d, &h, self.config.dropout)?;
             }
             let input = LayerInput {
                 x: &h,

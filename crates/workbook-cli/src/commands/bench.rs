@@ -16,8 +16,17 @@ use workbook_lessons::figures::{draw_scaling, ScalingPoint};
 #[derive(clap::Args)]
 pub struct Args {
     /// Model(s) to time: gcn, gatv2, or both separated by a comma.
-    #[arg(long, value_enum, value_delimiter = ',', required = true)]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        required_unless_present = "roofline"
+    )]
     model: Vec<ModelKind>,
+    /// Instead of models: measure memory bandwidth and the aggregation kernels' share of it on
+    /// this graph (default csbm:1000000); see `commands/roofline.rs`. Uses --epochs repeats.
+    #[arg(long, num_args = 0..=1, default_missing_value = "csbm:1000000", value_name = "DATASET")]
+    roofline: Option<String>,
     /// karate, cora, citeseer or csbm:<nodes> (ignored with --graph or --sweep).
     #[arg(long, default_value = "cora")]
     dataset: String,
@@ -45,6 +54,10 @@ pub struct Args {
     /// With --sweep: draw epoch time and memory against graph size into this SVG file.
     #[arg(long)]
     figure: Option<PathBuf>,
+    /// With --figure: also draw PyG's runs, read from this file of JSON lines (the `--raw`
+    /// output of `scripts/compare.py` on the same csbm sizes; lines with "impl": "pyg").
+    #[arg(long, requires = "figure")]
+    figure_pyg: Option<PathBuf>,
     /// Also measure concurrent inference: N threads share one model (`threads::serving`) and
     /// answer --serving-requests requests; one JSON line per thread count (e.g. 1,2,4,8).
     #[arg(long, value_delimiter = ',')]
@@ -93,6 +106,9 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
                 workbook::limits::MAX_NODES
             );
         }
+    }
+    if let Some(dataset) = &args.roofline {
+        return crate::commands::roofline::run(dataset, args.epochs, chosen);
     }
     if args.figure.is_some() && args.sweep.is_empty() {
         bail!("--figure draws a sweep: add --sweep with node counts, e.g. --sweep 1000,10000");
@@ -148,6 +164,12 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
             });
         }
     }
+    if let Some(path) = &args.figure_pyg {
+        points.extend(
+            pyg_points(path)
+                .with_context(|| format!("reading PyG runs from {}", path.display()))?,
+        );
+    }
     if let Some(path) = &args.figure {
         draw_scaling(path, "csbm graphs, ~10 edges per node", &points)
             .with_context(|| format!("drawing {}", path.display()))?;
@@ -191,6 +213,44 @@ fn serving(kind: ModelKind, graph: &Graph, chosen: &Chosen, args: &Args) -> Resu
         );
     }
     Ok(())
+}
+
+/// PyG's runs (`"impl": "pyg"` lines of `scripts/compare.py --raw`) as figure points.
+fn pyg_points(path: &std::path::Path) -> Result<Vec<ScalingPoint>> {
+    let text = std::fs::read_to_string(path)?;
+    let mut points = Vec::new();
+    for (k, l) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let v: serde_json::Value =
+            serde_json::from_str(l).with_context(|| format!("line {} is not JSON", k + 1))?;
+        if v["impl"] != "pyg" {
+            continue;
+        }
+        let field = |name: &str| {
+            v[name]
+                .as_f64()
+                .with_context(|| format!("line {}: no number '{name}'", k + 1))
+        };
+        let model = match v["model"].as_str() {
+            Some("gcn") => "gcn",
+            Some("gatv2") => "gatv2",
+            other => bail!("line {}: unknown model {other:?}", k + 1),
+        };
+        points.push(ScalingPoint {
+            series: format!("{model} (PyG, {})", v["device"].as_str().unwrap_or("cpu")),
+            nodes: field("nodes")? as usize,
+            edges: field("edges")? as usize,
+            epoch_ms: field("epoch_ms")?,
+            memory_mb: v["peak_mem_mb"].as_f64(),
+        });
+    }
+    if points.is_empty() {
+        bail!("no PyG runs (lines with \"impl\": \"pyg\") in the file");
+    }
+    Ok(points)
 }
 
 fn memory_added(r: &BenchReport) -> Option<f64> {

@@ -9,5 +9,6 @@ pub mod figures;
 pub mod inspect;
 pub mod predict;
 pub mod prefetch_figure;
+pub mod roofline;
 pub mod serve_demo;
 pub mod train;

@@ -39,7 +39,7 @@ use crate::placement::Placement;
 use crate::train::dropout::Dropout;
 use crate::Module;
 use candle_core::{DType, Device, Tensor, D};
-use candle_nn::{Linear, Module as _, VarBuilder};
+use candle_nn::{Linear, VarBuilder};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
@@ -199,6 +199,16 @@ fn linear(vb: &VarBuilder, name: &str, out: usize, inp: usize, bias: bool) -> Re
     Ok(Linear::new(weight, bias))
 }
 
+/// `x · Wᵀ + b` for `lin_l` / `lin_r`, over x's non-zeros when it is sparse (bag-of-words
+/// features); candle-nn's `Linear` keeps the parameters, this computes the product.
+fn project(lin: &Linear, x: &Tensor) -> Result<Tensor> {
+    let y = crate::ops::sparse_features::linear(x, lin.weight())?;
+    Ok(match lin.bias() {
+        Some(b) => y.broadcast_add(b)?,
+        None => y,
+    })
+}
+
 /// PyG's `GATv2Conv` (without edge features or residual connections).
 /// Its tensors are declared once, by `#[derive(Module)]`.
 #[derive(Clone, Debug, Module)]
@@ -282,9 +292,9 @@ impl GatV2Conv {
         Module::check_forward(self, "GATv2Conv parameters", x, edge_index, None)?;
         let (h, c) = (self.config.heads, self.config.out_channels);
         let n = edge_index.num_nodes();
-        let x_l = self.lin_l.forward(x)?.reshape((n, h, c))?;
+        let x_l = project(&self.lin_l, x)?.reshape((n, h, c))?;
         let x_r = match &self.lin_r {
-            Some(lin_r) => lin_r.forward(x)?.reshape((n, h, c))?,
+            Some(lin_r) => project(lin_r, x)?.reshape((n, h, c))?,
             None => x_l.clone(),
         };
         let edges = if self.config.add_self_loops {

@@ -294,7 +294,8 @@ impl GcnConv {
             check_edge_weight(w, edge_index)?;
         }
         Module::check_forward(self, "GCNConv parameters", x, edge_index, edge_weight)?;
-        let h = x.matmul(&self.weight.t()?)?;
+        // x · Wᵀ, over x's non-zeros when it is sparse (bag-of-words features).
+        let h = crate::ops::sparse_features::linear(x, &self.weight)?;
         let edges = self.edges(edge_index, edge_weight, x.dtype())?;
         let out = propagate(&h, &edges.edge_index, edges.weight.as_ref())?;
         Ok(match &self.bias {

@@ -22,7 +22,7 @@
 //! ```
 
 use super::csr::{Csr, Sorted};
-use super::kernel_support::{host_slice, Real, MIN_ROWS_PER_TASK};
+use super::kernel_support::{host_slice, prefetch_row, Real, MIN_ROWS_PER_TASK, PREFETCH_AHEAD};
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Shape, Tensor};
 use rayon::prelude::*;
@@ -60,26 +60,47 @@ fn rows_mut<'a, T>(mut buf: &'a mut [T], ptr: &[u32], width: usize) -> Vec<&'a m
 
 /// Runs `row_fn(node, sorted_row)` on every node in parallel, with `sorted_row` the node's slice
 /// of a destination-ordered buffer, then returns that buffer in the original edge order.
-fn per_row<T: Real>(sorted: &Sorted, h: usize, row_fn: impl Fn(usize, &mut [T]) + Sync) -> Vec<T> {
+/// `gathered` are the `[E, h]` inputs `row_fn` reads by edge id: the next node's entries are
+/// requested while this one is computed (they are scattered, so each is a cache miss).
+fn per_row<T: Real>(
+    sorted: &Sorted,
+    h: usize,
+    gathered: &[&[T]],
+    row_fn: impl Fn(usize, &mut [T]) + Sync,
+) -> Vec<T> {
     let mut buf = vec![T::zero(); sorted.edge().len() * h];
-    rows_mut(&mut buf, sorted.ptr(), h)
+    rows_mut(&mut buf, &sorted.ptr(), h)
         .into_par_iter()
         .with_min_len(MIN_ROWS_PER_TASK)
         .enumerate()
-        .for_each(|(i, row)| row_fn(i, row));
+        .for_each(|(i, row)| {
+            if let Some(&end) = sorted.ptr().get(i + 2) {
+                for &e in &sorted.edge()[sorted.ptr()[i + 1] as usize..end as usize] {
+                    for a in gathered {
+                        prefetch_row(a, e as usize * h, h);
+                    }
+                }
+            }
+            row_fn(i, row)
+        });
     let mut out = vec![T::zero(); sorted.edge().len() * h];
     if h > 0 {
         out.par_chunks_mut(h)
             .with_min_len(MIN_ROWS_PER_TASK)
-            .zip(sorted.pos().par_iter())
-            .for_each(|(o, &p)| o.copy_from_slice(&buf[p as usize * h..][..h]));
+            .enumerate()
+            .for_each(|(e, o)| {
+                if let Some(&p) = sorted.pos().get(e + PREFETCH_AHEAD) {
+                    prefetch_row(&buf, p as usize * h, h);
+                }
+                o.copy_from_slice(&buf[sorted.pos()[e] as usize * h..][..h])
+            });
     }
     out
 }
 
 fn softmax<T: Real>(s: &[T], sorted: &Sorted, h: usize) -> Vec<T> {
     let eps = T::from_f64(1e-16);
-    per_row(sorted, h, |i, row| {
+    per_row(sorted, h, &[s], |i, row| {
         let edges = &sorted.edge()[sorted.ptr()[i] as usize..sorted.ptr()[i + 1] as usize];
         if edges.is_empty() {
             return;
@@ -102,7 +123,7 @@ fn softmax<T: Real>(s: &[T], sorted: &Sorted, h: usize) -> Vec<T> {
 }
 
 fn softmax_grad<T: Real>(alpha: &[T], g: &[T], sorted: &Sorted, h: usize) -> Vec<T> {
-    per_row(sorted, h, |i, row| {
+    per_row(sorted, h, &[alpha, g], |i, row| {
         let edges = &sorted.edge()[sorted.ptr()[i] as usize..sorted.ptr()[i + 1] as usize];
         for hh in 0..h {
             let at = |k: usize| edges[k] as usize * h + hh;

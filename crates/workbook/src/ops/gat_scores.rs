@@ -26,7 +26,9 @@
 //! ```
 
 use super::csr::Csr;
-use super::kernel_support::{host_slice, with_host, Real, MIN_ROWS_PER_TASK};
+use super::kernel_support::{
+    host_slice, prefetch_row, with_host, Real, MIN_ROWS_PER_TASK, PREFETCH_AHEAD,
+};
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, CustomOp3, Layout, Shape, Tensor};
 use rayon::prelude::*;
@@ -105,6 +107,13 @@ fn scores<T: Real>(
         .with_min_len(MIN_ROWS_PER_TASK)
         .enumerate()
         .for_each(|(e, se)| {
+            if let (Some(&j), Some(&i)) = (
+                csr.src().get(e + PREFETCH_AHEAD),
+                csr.dst().get(e + PREFETCH_AHEAD),
+            ) {
+                prefetch_row(xl, j as usize * width, width);
+                prefetch_row(xr, i as usize * width, width);
+            }
             let (j, i) = (csr.src()[e] as usize, csr.dst()[e] as usize);
             let (lj, ri) = (&xl[j * width..][..width], &xr[i * width..][..width]);
             for (hh, s) in se.iter_mut().enumerate() {
@@ -190,6 +199,12 @@ fn scores_grad<T: Real>(
         .enumerate()
         .for_each(|(node, row)| {
             for k in sorted.ptr()[node] as usize..sorted.ptr()[node + 1] as usize {
+                if let Some(&ahead) = sorted.other().get(k + PREFETCH_AHEAD) {
+                    // the other end's row; this node's own row is already in the cache
+                    let rows = if node_is_src { xr } else { xl };
+                    prefetch_row(rows, ahead as usize * width, width);
+                    prefetch_row(g, sorted.edge()[k + PREFETCH_AHEAD] as usize * h, h);
+                }
                 let (e, other) = (sorted.edge()[k] as usize, sorted.other()[k] as usize);
                 let (j, i) = if node_is_src {
                     (node, other)

@@ -8,6 +8,7 @@ pub mod gat_scores;
 pub mod kernel_support;
 pub mod segment_max;
 pub mod segment_softmax;
+pub mod sparse_features;
 pub mod spmm;
 
 pub use csr::Csr;

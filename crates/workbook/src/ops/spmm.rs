@@ -25,7 +25,7 @@
 //! ```
 
 use super::csr::{Csr, Sorted};
-use super::kernel_support::{host_slice, Real, MIN_ROWS_PER_TASK};
+use super::kernel_support::{host_slice, prefetch_row, Real, MIN_ROWS_PER_TASK, PREFETCH_AHEAD};
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
 use rayon::prelude::*;
@@ -83,6 +83,11 @@ fn spmm<T: Real>(x: &[T], w: &[T], sorted: &Sorted, h: usize, c: usize) -> Vec<T
         .enumerate()
         .for_each(|(i, row)| {
             for k in sorted.ptr()[i] as usize..sorted.ptr()[i + 1] as usize {
+                if let Some(&ahead) = sorted.other().get(k + PREFETCH_AHEAD) {
+                    prefetch_row(x, ahead as usize * width, width);
+                    let e = sorted.edge()[k + PREFETCH_AHEAD] as usize;
+                    prefetch_row(w, e * h, h);
+                }
                 let (e, j) = (sorted.edge()[k] as usize, sorted.other()[k] as usize);
                 let xj = &x[j * width..(j + 1) * width];
                 let we = &w[e * h..(e + 1) * h];
@@ -113,6 +118,11 @@ fn edge_dot<T: Real>(a: &[T], b: &[T], csr: &Csr, transpose: bool, h: usize, c: 
         .with_min_len(MIN_ROWS_PER_TASK)
         .enumerate()
         .for_each(|(e, oe)| {
+            if let (Some(&i), Some(&j)) = (to.get(e + PREFETCH_AHEAD), from.get(e + PREFETCH_AHEAD))
+            {
+                prefetch_row(a, i as usize * width, width);
+                prefetch_row(b, j as usize * width, width);
+            }
             let (i, j) = (to[e] as usize, from[e] as usize);
             let ai = &a[i * width..(i + 1) * width];
             let bj = &b[j * width..(j + 1) * width];

@@ -14,7 +14,7 @@
 //! ```
 
 use candle_core::{Device, Tensor};
-use rand::{Rng, SeedableRng};
+use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
@@ -64,6 +64,44 @@ impl Dropout {
                 }
             },
         );
+        self.rng.set_word_pos(start + 2 * n as u128);
+        keep
+    }
+
+    /// The entries at `positions` (ascending) of the mask [`Dropout::host_mask`] would draw for
+    /// `n` elements, `true` = kept; the generator ends where that mask leaves it. Only the words
+    /// at those positions are generated (a seek per position that is not in the block already
+    /// at hand), which is what makes dropout on sparse features cheap
+    /// ([`crate::ops::sparse_features::dropout`]).
+    pub(crate) fn host_keep_at(&mut self, n: usize, p: f64, positions: &[u64]) -> Vec<bool> {
+        const CHUNK: usize = 4096;
+        // Words in the generator's buffer after a seek (four 16-word ChaCha blocks).
+        const BUFFER_WORDS: u128 = 64;
+        let threshold = (p * (1u64 << 53) as f64).ceil() as u64;
+        let start = self.rng.get_word_pos();
+        let mut keep = vec![false; positions.len()];
+        keep.par_chunks_mut(CHUNK)
+            .zip(positions.par_chunks(CHUNK))
+            .for_each_init(
+                || self.rng.clone(),
+                |rng, (out, pos)| {
+                    // The buffer holds words [.., buffer_end); `at` is the next word to read.
+                    let (mut at, mut buffer_end) = (u128::MAX, 0u128);
+                    for (o, &k) in out.iter_mut().zip(pos) {
+                        let word = start + 2 * k as u128;
+                        if word < at || word + 2 > buffer_end {
+                            rng.set_word_pos(word);
+                            buffer_end = word / 16 * 16 + BUFFER_WORDS;
+                        } else {
+                            for _ in at..word {
+                                rng.next_u32();
+                            }
+                        }
+                        *o = rng.next_u64() >> 11 >= threshold;
+                        at = word + 2;
+                    }
+                },
+            );
         self.rng.set_word_pos(start + 2 * n as u128);
         keep
     }
