@@ -69,7 +69,7 @@ fn per_row<T: Real>(
     row_fn: impl Fn(usize, &mut [T]) + Sync,
 ) -> Vec<T> {
     let mut buf = vec![T::zero(); sorted.edge().len() * h];
-    rows_mut(&mut buf, &sorted.ptr(), h)
+    rows_mut(&mut buf, sorted.ptr(), h)
         .into_par_iter()
         .with_min_len(MIN_ROWS_PER_TASK)
         .enumerate()
