@@ -854,3 +854,46 @@ fn train_by_mini_batches_reports_batches_and_per_phase_traffic() {
     );
     assert!(failure(&out).contains("--batch-size"));
 }
+
+#[test]
+fn a_sweep_with_mini_batches_draws_their_time_and_memory_beside_full_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let figure = dir.path().join("scaling.svg");
+    let out = workbook(
+        &[
+            "bench",
+            "--model",
+            "gcn",
+            "--sweep",
+            "300,600",
+            "--epochs",
+            "1",
+            "--warmup",
+            "0",
+            "--batch-size",
+            "16",
+            "--device",
+            "sim:1",
+            "--figure",
+            figure.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let lines = json_lines(&ok(&out));
+    let mini: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["bench"] == "minibatch").collect();
+    assert_eq!(
+        mini.len(),
+        2,
+        "one mini-batch line per graph size: {lines:?}"
+    );
+    for l in &mini {
+        assert!(l["epoch_ms"].as_f64().unwrap() > 0.0, "{l}");
+        if std::path::Path::new("/proc/self/status").exists() {
+            assert!(l["memory_added_mb"].as_f64().is_some(), "{l}");
+        }
+    }
+    let svg = std::fs::read_to_string(&figure).unwrap();
+    assert!(svg.contains("gcn mini-batch 16 (workbook, sim:1)"), "{svg}");
+    assert!(svg.contains("gcn (workbook, sim:1)"), "{svg}");
+}

@@ -139,6 +139,13 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
             let report = bench(config, &recipe, &graph, &runs)
                 .with_context(|| format!("timing {} on {}", kind.name(), graph.name))?;
             println!("{}", line(kind, &graph, chosen, &runs, &report));
+            points.push(ScalingPoint {
+                series: format!("{} (workbook, {})", kind.name(), chosen.name),
+                nodes: graph.num_nodes(),
+                edges: graph.num_edges(),
+                epoch_ms: report.epoch_ms,
+                memory_mb: memory_added(&report),
+            });
             if let Some(batch_size) = args.batch_size {
                 // The loader samples on the host: a host copy of the graph (no ledger).
                 let host = graph.to_device(workbook::Placement::cpu())?;
@@ -150,18 +157,23 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
                     repeats: args.epochs,
                     seed: args.seed,
                 };
-                super::bench_minibatch::run(kind, &host, chosen, &settings, report.epoch_ms)?;
+                let mini =
+                    super::bench_minibatch::run(kind, &host, chosen, &settings, report.epoch_ms)?;
+                points.push(ScalingPoint {
+                    series: format!(
+                        "{} mini-batch {batch_size} (workbook, {})",
+                        kind.name(),
+                        chosen.name
+                    ),
+                    nodes: graph.num_nodes(),
+                    edges: graph.num_edges(),
+                    epoch_ms: mini.epoch_ms,
+                    memory_mb: mini.memory_mb,
+                });
             }
             if !args.serving_threads.is_empty() {
                 serving(kind, &graph, chosen, &args)?;
             }
-            points.push(ScalingPoint {
-                series: format!("{} (workbook, {})", kind.name(), chosen.name),
-                nodes: graph.num_nodes(),
-                edges: graph.num_edges(),
-                epoch_ms: report.epoch_ms,
-                memory_mb: memory_added(&report),
-            });
         }
     }
     if let Some(path) = &args.figure_pyg {

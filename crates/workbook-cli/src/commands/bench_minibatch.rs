@@ -4,7 +4,10 @@
 //! "minibatch"`: the training pass over one epoch's batches (`epoch_ms`, median over the timed
 //! epochs, evaluation excluded), sampled batches per second (batches over the time spent
 //! sampling and gathering them), the sampling share of the epoch, bytes moved to the device
-//! per step, and `full_batch_epoch_ms` (the full-batch line's median) for comparison.
+//! per step, `full_batch_epoch_ms` (the full-batch line's median) for comparison, and the
+//! memory the mini-batch run added (peak resident set minus the resident set before it, with
+//! the peak reset first, as the full-batch line measures it): with `--sweep`, the scaling
+//! figure draws it beside the full-batch line, so the reader sees memory follow the batch.
 
 use crate::commands::train::ModelKind;
 use anyhow::{Context, Result};
@@ -13,6 +16,7 @@ use workbook::device::Chosen;
 use workbook::train::minibatch::{Eval, MiniBatchConfig, MiniBatchTrainer};
 use workbook::train::TrainConfig;
 use workbook::Graph;
+use workbook_lessons::bench::resident_mb;
 
 /// The mini-batch settings of a bench run.
 pub struct Settings {
@@ -37,6 +41,14 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// What a mini-batch run measured, for the scaling figure.
+pub struct Outcome {
+    /// Median training pass over one epoch's batches.
+    pub epoch_ms: f64,
+    /// Memory the run added (MiB), where `/proc/self/status` is readable.
+    pub memory_mb: Option<f64>,
+}
+
 /// Runs `warmup + repeats` mini-batch epochs of `kind` on `host_graph` (on the host) with the
 /// model on the chosen device, and prints the line.
 pub fn run(
@@ -45,7 +57,10 @@ pub fn run(
     chosen: &Chosen,
     s: &Settings,
     full_batch_epoch_ms: f64,
-) -> Result<()> {
+) -> Result<Outcome> {
+    // Linux: reset the peak (VmHWM) so that the full-batch run before this one does not count.
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let base_rss_mb = resident_mb().map(|(rss, _)| rss);
     let (config, recipe) = kind.recipe(host_graph);
     let recipe = TrainConfig {
         seed: s.seed,
@@ -76,6 +91,10 @@ pub fn run(
     let batches: usize = epochs.iter().map(|e| e.batches).sum();
     let total: f64 = epochs.iter().map(|e| e.stats.step_ms).sum();
     let bytes = epochs.iter().map(|e| e.bytes_per_step()).sum::<f64>() / epochs.len() as f64;
+    let memory_mb = match (resident_mb(), base_rss_mb) {
+        (Some((_, peak)), Some(base)) => Some(peak - base),
+        _ => None,
+    };
     println!(
         "{}",
         json!({
@@ -98,7 +117,11 @@ pub fn run(
             "sampling_share": prepare / total,
             "bytes_per_step": bytes,
             "full_batch_epoch_ms": full_batch_epoch_ms,
+            "memory_added_mb": memory_mb,
         })
     );
-    Ok(())
+    Ok(Outcome {
+        epoch_ms,
+        memory_mb,
+    })
 }

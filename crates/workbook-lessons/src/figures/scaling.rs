@@ -32,11 +32,13 @@ pub struct ScalingPoint {
 /// Reads one quantity of a measurement.
 type Metric = fn(&ScalingPoint) -> Option<f64>;
 
-const COLOURS: [RGBColor; 4] = [
+const COLOURS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
     RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
 ];
 
 /// Draws epoch time (left) and memory (right) against node count, log-log, into an SVG file.
