@@ -38,7 +38,7 @@ use std::collections::HashMap;
 pub struct NeighborSampler {
     num_nodes: usize,
     /// `[N + 1]`: the edges into node `i` are positions `ptr[i]..ptr[i + 1]`.
-    ptr: Vec<usize>,
+    ptr: Vec<u32>,
     /// The source of the edge at each position.
     src: Vec<u32>,
     /// The global id of the edge at each position.
@@ -65,46 +65,14 @@ impl NeighborSampler {
     /// Groups the edges `src[e] -> dst[e]` by target (a stable counting sort: a node's
     /// incoming edges keep their order).
     pub fn new(src: &[u32], dst: &[u32], num_nodes: usize) -> Result<Self> {
-        if src.len() != dst.len() {
-            return Err(WorkbookError::InvalidGraph(format!(
-                "sampler: {} sources but {} targets",
-                src.len(),
-                dst.len()
-            )));
-        }
-        if src.len() > u32::MAX as usize {
-            return Err(WorkbookError::InvalidGraph(format!(
-                "sampler: {} edges is more than the {} this library indexes",
-                src.len(),
-                u32::MAX
-            )));
-        }
-        if let Some(bad) = src.iter().chain(dst).find(|&&v| v as usize >= num_nodes) {
-            return Err(WorkbookError::InvalidGraph(format!(
-                "sampler: node id {bad} is not below {num_nodes}"
-            )));
-        }
-        let mut ptr = vec![0usize; num_nodes + 1];
-        for &d in dst {
-            ptr[d as usize + 1] += 1;
-        }
-        for i in 0..num_nodes {
-            ptr[i + 1] += ptr[i];
-        }
-        let mut next = ptr.clone();
-        let mut by_dst_src = vec![0u32; src.len()];
-        let mut edge = vec![0u32; src.len()];
-        for (e, (&s, &d)) in src.iter().zip(dst).enumerate() {
-            let at = &mut next[d as usize];
-            by_dst_src[*at] = s;
-            edge[*at] = e as u32;
-            *at += 1;
-        }
+        crate::ops::csr::check_edges("sampler", src, dst, num_nodes, u32::MAX as usize)?;
+        // A node's incoming edges keep their order (the same stable grouping as the CSR).
+        let by_dst = crate::ops::csr::group_by(dst, src, num_nodes);
         Ok(Self {
             num_nodes,
-            ptr,
-            src: by_dst_src,
-            edge,
+            ptr: by_dst.ptr,
+            src: by_dst.other,
+            edge: by_dst.edge,
         })
     }
 
@@ -116,7 +84,7 @@ impl NeighborSampler {
     /// Number of edges into `node`.
     pub fn in_degree(&self, node: u32) -> usize {
         let i = node as usize;
-        self.ptr[i + 1] - self.ptr[i]
+        (self.ptr[i + 1] - self.ptr[i]) as usize
     }
 
     /// Samples the subgraph around `seeds` with `num_neighbors[hop]` incoming edges per node
@@ -152,7 +120,10 @@ impl NeighborSampler {
             let edges_before = e_id.len();
             for target_local in frontier.clone() {
                 let target = n_id[target_local];
-                let (lo, hi) = (self.ptr[target as usize], self.ptr[target as usize + 1]);
+                let (lo, hi) = (
+                    self.ptr[target as usize] as usize,
+                    self.ptr[target as usize + 1] as usize,
+                );
                 let deg = hi - lo;
                 let mut take = |pos: usize, n_id: &mut Vec<u32>| {
                     let j = self.src[pos];

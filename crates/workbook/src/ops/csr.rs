@@ -141,25 +141,8 @@ impl Csr {
     /// Sorts the edges `src[e] -> dst[e]` of a graph of `num_nodes` nodes; on a GPU `device`
     /// the arrays are uploaded once as well.
     pub fn new(src: &[u32], dst: &[u32], num_nodes: usize, device: &Device) -> Result<Self> {
-        if src.len() != dst.len() {
-            return Err(WorkbookError::InvalidGraph(format!(
-                "CSR: {} sources but {} targets",
-                src.len(),
-                dst.len()
-            )));
-        }
-        if src.len() >= u32::MAX as usize {
-            return Err(WorkbookError::InvalidGraph(format!(
-                "CSR: {} edges is more than the {} this library indexes",
-                src.len(),
-                u32::MAX - 1
-            )));
-        }
-        if let Some(bad) = src.iter().chain(dst).find(|&&v| v as usize >= num_nodes) {
-            return Err(WorkbookError::InvalidGraph(format!(
-                "CSR: node id {bad} is not below {num_nodes}"
-            )));
-        }
+        // Edge ids and positions are u32.
+        check_edges("CSR", src, dst, num_nodes, u32::MAX as usize - 1)?;
         let by_dst = counting_sort(dst, src, num_nodes);
         let by_src = counting_sort(src, dst, num_nodes);
         let on_device = if device.is_cpu() {
@@ -226,8 +209,48 @@ impl Csr {
     }
 }
 
-/// Stable counting sort of edge ids by `key`.
-fn counting_sort(key: &[u32], other: &[u32], n: usize) -> Sorted {
+/// The checks every grouping needs first: as many sources as targets, at most `max_edges`
+/// edges, every node id below `num_nodes`. `what` names the structure in the error.
+pub(crate) fn check_edges(
+    what: &str,
+    src: &[u32],
+    dst: &[u32],
+    num_nodes: usize,
+    max_edges: usize,
+) -> Result<()> {
+    if src.len() != dst.len() {
+        return Err(WorkbookError::InvalidGraph(format!(
+            "{what}: {} sources but {} targets",
+            src.len(),
+            dst.len()
+        )));
+    }
+    if src.len() > max_edges {
+        return Err(WorkbookError::InvalidGraph(format!(
+            "{what}: {} edges is more than the {max_edges} this library indexes",
+            src.len()
+        )));
+    }
+    if let Some(bad) = src.iter().chain(dst).find(|&&v| v as usize >= num_nodes) {
+        return Err(WorkbookError::InvalidGraph(format!(
+            "{what}: node id {bad} is not below {num_nodes}"
+        )));
+    }
+    Ok(())
+}
+
+/// Edges grouped by `key` with a stable counting sort: node `i`'s edges are positions
+/// `ptr[i]..ptr[i + 1]`, in their original order, with the other endpoint and the edge id of
+/// each. The one grouping both [`Csr`] and the neighbour sampler
+/// ([`crate::loader::NeighborSampler`], which needs no inverse map) are built on.
+pub(crate) struct Grouped {
+    pub(crate) ptr: Vec<u32>,
+    pub(crate) other: Vec<u32>,
+    pub(crate) edge: Vec<u32>,
+}
+
+/// Groups the edges `key[e] - other[e]` by `key` (every key below `n`, checked by the caller).
+pub(crate) fn group_by(key: &[u32], other: &[u32], n: usize) -> Grouped {
     let mut ptr = vec![0u32; n + 1];
     for &k in key {
         ptr[k as usize + 1] += 1;
@@ -238,17 +261,29 @@ fn counting_sort(key: &[u32], other: &[u32], n: usize) -> Sorted {
     let mut next: Vec<u32> = ptr[..n].to_vec();
     let mut sorted_other = vec![0u32; key.len()];
     let mut edge = vec![0u32; key.len()];
-    let mut pos = vec![0u32; key.len()];
     for (e, &k) in key.iter().enumerate() {
         let slot = &mut next[k as usize];
         sorted_other[*slot as usize] = other[e];
         edge[*slot as usize] = e as u32;
-        pos[e] = *slot;
         *slot += 1;
+    }
+    Grouped {
+        ptr,
+        other: sorted_other,
+        edge,
+    }
+}
+
+/// [`group_by`] plus the inverse map `pos` (edge id to position) the kernels need.
+fn counting_sort(key: &[u32], other: &[u32], n: usize) -> Sorted {
+    let Grouped { ptr, other, edge } = group_by(key, other, n);
+    let mut pos = vec![0u32; edge.len()];
+    for (at, &e) in edge.iter().enumerate() {
+        pos[e as usize] = at as u32;
     }
     Sorted {
         ptr,
-        other: sorted_other,
+        other,
         edge,
         pos,
     }
