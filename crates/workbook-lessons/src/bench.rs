@@ -87,6 +87,14 @@ pub fn resident_mb() -> Option<(f64, f64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
+/// Resets the process's peak resident set (Linux `VmHWM`) so that an earlier, larger run does
+/// not count in the next one, and returns the resident set now (MiB): the base that the next
+/// run's added memory is measured from.
+pub fn reset_peak_rss() -> Option<f64> {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    resident_mb().map(|(rss, _)| rss)
+}
+
 /// Times `config` trained with `train_config`'s optimiser settings on `graph`.
 pub fn bench(
     config: ModelConfig,
@@ -110,9 +118,7 @@ pub fn bench(
             )))
         }
     };
-    // Linux: reset the peak (VmHWM) so that an earlier, larger run does not count here.
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-    let base_rss_mb = resident_mb().map(|(rss, _)| rss);
+    let base_rss_mb = reset_peak_rss();
     let at = graph.placement();
     workbook::limits::check_training_fits("timing", &config, graph)?;
     let (model, _) = Model::init(config, train_config.seed, at)?;

@@ -65,21 +65,8 @@ pub struct Args {
     /// Requests per serving run.
     #[arg(long, default_value_t = 200)]
     serving_requests: usize,
-    /// Also time mini-batch training with this many seeds a batch (one more JSON line, see
-    /// bench_minibatch.rs), next to the full-batch epoch.
-    #[arg(long)]
-    batch_size: Option<usize>,
-    /// Neighbours per hop for --batch-size (default 10 per layer; -1: all).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        allow_hyphen_values = true,
-        requires = "batch_size"
-    )]
-    num_neighbors: Option<Vec<i64>>,
-    /// With --batch-size: prepare batches on a background thread.
-    #[arg(long, requires = "batch_size")]
-    prefetch: bool,
+    #[command(flatten)]
+    pub mini: super::minibatch_args::MiniBatchArgs,
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
@@ -146,13 +133,12 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
                 epoch_ms: report.epoch_ms,
                 memory_mb: memory_added(&report),
             });
-            if let Some(batch_size) = args.batch_size {
+            if let Some(batch_size) = args.mini.batch_size {
                 // The loader samples on the host: a host copy of the graph (no ledger).
                 let host = graph.to_device(workbook::Placement::cpu())?;
                 let settings = super::bench_minibatch::Settings {
                     batch_size,
-                    num_neighbors: args.num_neighbors.clone(),
-                    prefetch: args.prefetch,
+                    mini: args.mini.clone(),
                     warmup: args.warmup,
                     repeats: args.epochs,
                     seed: args.seed,

@@ -9,6 +9,7 @@
 //! the peak reset first, as the full-batch line measures it): with `--sweep`, the scaling
 //! figure draws it beside the full-batch line, so the reader sees memory follow the batch.
 
+use crate::commands::minibatch_args::MiniBatchArgs;
 use crate::commands::train::ModelKind;
 use anyhow::{Context, Result};
 use serde_json::json;
@@ -16,29 +17,15 @@ use workbook::device::Chosen;
 use workbook::train::minibatch::{Eval, MiniBatchConfig, MiniBatchTrainer};
 use workbook::train::TrainConfig;
 use workbook::Graph;
-use workbook_lessons::bench::resident_mb;
+use workbook_lessons::bench::{median, reset_peak_rss, resident_mb};
 
 /// The mini-batch settings of a bench run.
 pub struct Settings {
     pub batch_size: usize,
-    pub num_neighbors: Option<Vec<i64>>,
-    pub prefetch: bool,
+    pub mini: MiniBatchArgs,
     pub warmup: usize,
     pub repeats: usize,
     pub seed: u64,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// What a mini-batch run measured, for the scaling figure.
@@ -58,24 +45,22 @@ pub fn run(
     s: &Settings,
     full_batch_epoch_ms: f64,
 ) -> Result<Outcome> {
-    // Linux: reset the peak (VmHWM) so that the full-batch run before this one does not count.
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-    let base_rss_mb = resident_mb().map(|(rss, _)| rss);
+    // The full-batch run before this one must not count in the peak.
+    let base_rss_mb = reset_peak_rss();
     let (config, recipe) = kind.recipe(host_graph);
     let recipe = TrainConfig {
         seed: s.seed,
         ..recipe
     };
     let layers = config.layers.len();
-    let num_neighbors = s.num_neighbors.clone().unwrap_or_else(|| vec![10; layers]);
+    let num_neighbors = s.mini.num_neighbors(layers);
     let mb = MiniBatchConfig {
-        prefetch: if s.prefetch { 2 } else { 0 },
         // Evaluation is not timed; sampled like training, to keep it short.
         eval: Eval::Batches {
             num_neighbors: num_neighbors.clone(),
             batch_size: 1024,
         },
-        ..MiniBatchConfig::new(&num_neighbors, s.batch_size)
+        ..s.mini.config(s.batch_size, layers)
     };
     let mut t = MiniBatchTrainer::new(config, host_graph, &recipe, mb, &chosen.placement)
         .with_context(|| format!("mini-batch {} on {}", kind.name(), host_graph.name))?;
@@ -86,7 +71,7 @@ pub fn run(
             epochs.push(e);
         }
     }
-    let epoch_ms = median(epochs.iter().map(|e| e.stats.step_ms).collect());
+    let epoch_ms = median(&epochs.iter().map(|e| e.stats.step_ms).collect::<Vec<_>>());
     let prepare: f64 = epochs.iter().map(|e| e.prepare_ms()).sum();
     let batches: usize = epochs.iter().map(|e| e.batches).sum();
     let total: f64 = epochs.iter().map(|e| e.stats.step_ms).sum();
@@ -108,7 +93,7 @@ pub fn run(
             "edges": host_graph.num_edges(),
             "batch_size": s.batch_size,
             "num_neighbors": num_neighbors,
-            "prefetch": s.prefetch,
+            "prefetch": s.mini.prefetch,
             "batches_per_epoch": epochs[0].batches,
             "warmup": s.warmup,
             "repeats": s.repeats,

@@ -7,6 +7,7 @@ pub mod demo;
 pub mod export;
 pub mod figures;
 pub mod inspect;
+pub mod minibatch_args;
 pub mod predict;
 pub mod prefetch_figure;
 pub mod roofline;

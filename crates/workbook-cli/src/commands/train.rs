@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use workbook::device::Chosen;
 use workbook::ledger::Ledger;
 use workbook::placement::Placement;
-use workbook::train::minibatch::{train_minibatch, Eval, MiniBatchConfig};
+use workbook::train::minibatch::{train_minibatch, Eval};
 use workbook::train::{train, TrainConfig, TrainReport};
 use workbook::{datasets, Graph, ModelConfig};
 
@@ -64,22 +64,8 @@ pub struct Args {
     /// per-phase totals in the JSON summary.
     #[arg(long)]
     ledger: bool,
-    /// Train by mini-batches of this many seed (training) nodes, sampled with PyG's
-    /// NeighborLoader semantics on the host; each batch moves to the device every step.
-    #[arg(long)]
-    batch_size: Option<usize>,
-    /// Neighbours sampled per node, one count per layer (-1: all), as PyG's num_neighbors.
-    /// Default 10 per layer. Needs --batch-size.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        allow_hyphen_values = true,
-        requires = "batch_size"
-    )]
-    num_neighbors: Option<Vec<i64>>,
-    /// Prepare the next batches on a background thread while the current one computes.
-    #[arg(long, requires = "batch_size")]
-    prefetch: bool,
+    #[command(flatten)]
+    pub mini: super::minibatch_args::MiniBatchArgs,
     /// Mini-batch evaluation: `batches` (every neighbour, in batches of 1024 seeds; memory
     /// bounded by the batch) or `full` (the whole graph moved to the device once; exact).
     #[arg(long, value_enum, default_value = "batches", requires = "batch_size")]
@@ -114,7 +100,7 @@ pub fn train_with_bar(
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     workbook::limits::check_count("--epochs", args.epochs, 1)?;
-    if let Some(batch_size) = args.batch_size {
+    if let Some(batch_size) = args.mini.batch_size {
         return run_minibatch(&args, batch_size, chosen);
     }
     let ledger = Ledger::new();
@@ -188,12 +174,8 @@ fn run_minibatch(args: &Args, batch_size: usize, chosen: &Chosen) -> Result<()> 
         ..recipe
     };
     let layers = config.layers.len();
-    let num_neighbors = args
-        .num_neighbors
-        .clone()
-        .unwrap_or_else(|| vec![10; layers]);
-    let mut mb = MiniBatchConfig::new(&num_neighbors, batch_size);
-    mb.prefetch = if args.prefetch { 2 } else { 0 };
+    let num_neighbors = args.mini.num_neighbors(layers);
+    let mut mb = args.mini.config(batch_size, layers);
     if args.eval == EvalKind::Full {
         mb.eval = Eval::FullGraph;
     }
@@ -248,7 +230,7 @@ fn run_minibatch(args: &Args, batch_size: usize, chosen: &Chosen) -> Result<()> 
         "epoch_ms": epoch_ms,
         "batch_size": batch_size,
         "num_neighbors": num_neighbors,
-        "prefetch": args.prefetch,
+        "prefetch": args.mini.prefetch,
         "eval": if args.eval == EvalKind::Full { "full" } else { "batches" },
         "batches_per_epoch": last.batches,
         "prepare_ms_per_epoch": prepare_ms,
