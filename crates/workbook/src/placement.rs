@@ -309,6 +309,11 @@ pub enum Role {
     Intermediate,
     /// A part of a mini-batch (`batch.x`, `batch.y`, `batch.n_id`).
     BatchPart,
+    /// A parameter or buffer of one data-parallel replica, which must be on that replica's
+    /// device (PyTorch's `DataParallel` replica reading a weight from `cuda:0`).
+    ReplicaTensor,
+    /// Labels (or any target) a loss compares with outputs gathered to one device.
+    Label,
 }
 
 impl Role {
@@ -320,6 +325,8 @@ impl Role {
             Role::OptimizerState => "optimizer state",
             Role::Intermediate => "intermediate tensor",
             Role::BatchPart => "batch part",
+            Role::ReplicaTensor => "replica tensor",
+            Role::Label => "labels",
         }
     }
 
@@ -331,6 +338,8 @@ impl Role {
             Role::OptimizerState => "Move the optimizer with the model: adam.to_model(&model)",
             Role::Intermediate => "Inside forward, create tensors where the input lives (Tensor::zeros(n, dtype, x.device()), x.zeros_like(), at.zeros(..) for the layer's placement), never on a fixed device",
             Role::BatchPart => "Move the whole batch, every step: batch = batch.to_device(&device)? (moving batch.x alone leaves the labels and ids behind)",
+            Role::ReplicaTensor => "Every replica needs its own copy of every parameter and buffer on its own device: replicate with DataParallel::new(&model, &devices, ..) (replica k = model.to_device(&devices[k])), never by cloning the first replica",
+            Role::Label => "Outputs are gathered to one device (the first, unless you chose another): move the labels there (output_device.move_tensor(&y, &labels_device, \"y\")), or gather to the labels' device",
         }
     }
 }

@@ -197,19 +197,70 @@ impl Adam {
     pub fn backward_step(&mut self, loss: &Tensor) -> Result<()> {
         self.check_placement()?;
         let grads = loss.backward()?;
+        self.update(|slot| grads.get(slot.var.as_tensor()).cloned())
+    }
+
+    /// Updates every parameter with gradients computed elsewhere, by parameter name (data
+    /// parallelism: the replicas' gradients reduced onto the parameters' device). A parameter
+    /// without a gradient is left as it is, as in [`Adam::backward_step`]. A gradient on
+    /// another candle device than its parameter is refused, naming it.
+    pub fn step_with_gradients(&mut self, grads: &[(String, Tensor)]) -> Result<()> {
+        self.check_placement()?;
+        let by_name: std::collections::HashMap<&str, &Tensor> =
+            grads.iter().map(|(n, g)| (n.as_str(), g)).collect();
+        if let Some((name, _)) = grads
+            .iter()
+            .find(|(n, _)| !self.slots.iter().any(|s| &s.name == n))
+        {
+            return Err(WorkbookError::InvalidConfig(format!(
+                "a gradient for '{name}' was given but the optimiser has no such parameter"
+            )));
+        }
+        for slot in &self.slots {
+            if let Some(g) = by_name.get(slot.name.as_str()) {
+                if !g.device().same_device(slot.var.device()) {
+                    return Err(WorkbookError::DeviceMismatch(Box::new(
+                        crate::placement::Mismatch {
+                            expected_what: "model parameters".into(),
+                            expected: self.params_at.to_string(),
+                            culprit_kind: "gradient".into(),
+                            culprit: format!("grad[{}]", slot.name),
+                            found: Placement::of(g.device()).to_string(),
+                            fix: "Reduce the gradients onto the device of the parameters the optimiser updates before stepping".into(),
+                        },
+                    )));
+                }
+            }
+        }
+        self.update(|slot| by_name.get(slot.name.as_str()).map(|&g| g.clone()))
+    }
+
+    /// Whether this optimiser updates exactly `model`'s parameters (the same variables, not
+    /// copies of them).
+    pub fn is_bound_to(&self, model: &Model) -> bool {
+        let params = model.named_parameters();
+        params.len() == self.slots.len()
+            && self.slots.iter().all(|s| {
+                params
+                    .iter()
+                    .any(|(n, t)| *n == s.name && t.id() == s.var.as_tensor().id())
+            })
+    }
+
+    fn update(&mut self, grad_of: impl Fn(&Slot) -> Option<Tensor>) -> Result<()> {
         self.step += 1;
         let t = self.step as i32;
         let bias1 = 1.0 - self.beta1.powi(t);
         let bias2 = 1.0 - self.beta2.powi(t);
         for slot in &mut self.slots {
-            let Some(grad) = grads.get(slot.var.as_tensor()) else {
+            let Some(grad) = grad_of(slot) else {
                 continue;
             };
             let theta = slot.var.as_tensor();
             let grad = if slot.weight_decay != 0.0 {
                 (grad + (theta * slot.weight_decay)?)?
             } else {
-                grad.clone()
+                grad
             };
             slot.m = ((&slot.m * self.beta1)? + (&grad * (1.0 - self.beta1))?)?;
             slot.v = ((&slot.v * self.beta2)? + (grad.sqr()? * (1.0 - self.beta2))?)?;

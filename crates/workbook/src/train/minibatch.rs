@@ -34,29 +34,18 @@
 
 use super::adam::Adam;
 use super::dropout::Dropout;
+use super::evaluation::Evaluator;
 use super::trainer::{EpochStats, TrainConfig};
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;
 use crate::loader::{Batch, InputNodes, LoaderConfig, NeighborLoader};
 use crate::model::{Model, ModelConfig};
 use crate::placement::Placement;
-use candle_core::{DType, Tensor, D};
+use candle_core::{DType, Tensor};
 use serde::Serialize;
 use std::time::Instant;
 
-/// How accuracy is measured after each epoch.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Eval {
-    /// Batches over the train, validation and test nodes, sampled with these `num_neighbors`
-    /// (`-1` per hop: every neighbour) and `batch_size`. Memory is bounded by the batch.
-    Batches {
-        num_neighbors: Vec<i64>,
-        batch_size: usize,
-    },
-    /// One forward pass over the whole graph, moved to the device once (phase `eval graph`).
-    /// Exact, like full-batch training; only for graphs that fit on the device.
-    FullGraph,
-}
+pub use super::evaluation::Eval;
 
 /// Mini-batch settings (PyG's names).
 #[derive(Clone, Debug)]
@@ -138,9 +127,7 @@ pub struct MiniBatchTrainer {
     dropout: Dropout,
     device: Placement,
     loader: NeighborLoader,
-    eval_loaders: Option<[NeighborLoader; 3]>,
-    eval_graph: Option<Graph>,
-    graph: Graph,
+    evaluator: Evaluator,
     config: MiniBatchConfig,
     history: Vec<MiniBatchEpoch>,
 }
@@ -187,35 +174,7 @@ impl MiniBatchTrainer {
                 graph.name
             )));
         }
-        let eval_loaders = match &config.eval {
-            Eval::Batches {
-                num_neighbors,
-                batch_size,
-            } => {
-                if num_neighbors.len() != layers {
-                    return Err(WorkbookError::InvalidConfig(format!(
-                        "evaluation num_neighbors has {} hop(s) but the model has {layers} layer(s)",
-                        num_neighbors.len()
-                    )));
-                }
-                let make = |input_nodes| {
-                    NeighborLoader::new(
-                        graph,
-                        LoaderConfig {
-                            input_nodes,
-                            seed: train_config.seed,
-                            ..LoaderConfig::new(num_neighbors, *batch_size)
-                        },
-                    )
-                };
-                Some([
-                    make(InputNodes::Train)?,
-                    make(InputNodes::Val)?,
-                    make(InputNodes::Test)?,
-                ])
-            }
-            Eval::FullGraph => None,
-        };
+        let evaluator = Evaluator::new(graph, &config.eval, layers, train_config.seed, device)?;
         let (model, _) = Model::init(model_config, train_config.seed, device)?;
         let opt = train_config.optimizer(&model)?;
         let dropout = train_config.dropout(device.device());
@@ -225,9 +184,7 @@ impl MiniBatchTrainer {
             dropout,
             device: device.clone(),
             loader,
-            eval_loaders,
-            eval_graph: None,
-            graph: graph.clone(),
+            evaluator,
             config,
             history: Vec::new(),
         })
@@ -328,7 +285,7 @@ impl MiniBatchTrainer {
         }
         let loss_sum = loss_sum.expect("the loader has at least one batch");
         let mean_loss = (loss_sum / seeds as f64)?.reshape(1)?;
-        let (counts, totals) = self.correct_counts()?;
+        let (counts, totals) = self.evaluator.correct_counts(&self.model)?;
         let metrics = Tensor::cat(&[&mean_loss, &counts], 0)?;
         let metrics = self
             .device
@@ -357,74 +314,9 @@ impl MiniBatchTrainer {
         Ok(out)
     }
 
-    /// Correct predictions on train, validation and test (an `f32 [3]` tensor on the device)
-    /// and the number of nodes in each.
-    fn correct_counts(&mut self) -> Result<(Tensor, [usize; 3])> {
-        match &self.eval_loaders {
-            Some(loaders) => {
-                let mut counts = Vec::with_capacity(3);
-                let mut totals = [0usize; 3];
-                for (k, loader) in loaders.iter().enumerate() {
-                    totals[k] = loader.seeds().len();
-                    let mut sum = Tensor::zeros((), DType::F32, self.device.device())?;
-                    for batch in loader.batches(0) {
-                        let batch = batch?.to_device(&self.device)?;
-                        sum = (sum + self.batch_correct(&batch)?)?;
-                    }
-                    counts.push(sum);
-                }
-                Ok((Tensor::stack(&counts, 0)?, totals))
-            }
-            None => {
-                if self.eval_graph.is_none() {
-                    let phase = self.device.ledger().map(|l| l.phase());
-                    if let Some(l) = self.device.ledger() {
-                        l.set_phase("eval graph");
-                    }
-                    self.eval_graph = Some(self.graph.to_device(&self.device)?);
-                    if let (Some(l), Some(p)) = (self.device.ledger(), phase) {
-                        l.set_phase(p);
-                    }
-                }
-                let g = self.eval_graph.as_ref().expect("just set");
-                let logits = self.model.forward_graph(g)?.logits;
-                let pred = logits.argmax(D::Minus1)?;
-                let y = g.y().expect("checked in new");
-                let split = g.split().expect("checked in new");
-                let mut counts = Vec::with_capacity(3);
-                let mut totals = [0usize; 3];
-                for (k, ids) in [&split.train, &split.val, &split.test]
-                    .into_iter()
-                    .enumerate()
-                {
-                    totals[k] = ids.dim(0)?;
-                    counts.push(
-                        pred.index_select(ids, 0)?
-                            .eq(&y.index_select(ids, 0)?)?
-                            .to_dtype(DType::F32)?
-                            .sum_all()?,
-                    );
-                }
-                Ok((Tensor::stack(&counts, 0)?, totals))
-            }
-        }
-    }
-
     /// Correct predictions among `batch`'s seeds (a scalar on the device).
     pub fn batch_correct(&self, batch: &Batch) -> Result<Tensor> {
-        batch.check_on("model parameters", self.model.placement())?;
-        let bs = batch.batch_size();
-        let y = batch.y().ok_or_else(|| {
-            WorkbookError::InvalidGraph("the batch has no labels (batch.y)".into())
-        })?;
-        let out = self
-            .model
-            .forward(batch.x(), batch.edge_index(), batch.edge_weight())?;
-        let pred = out.logits.narrow(0, 0, bs)?.argmax(D::Minus1)?;
-        Ok(pred
-            .eq(&y.narrow(0, 0, bs)?)?
-            .to_dtype(DType::F32)?
-            .sum_all()?)
+        super::evaluation::batch_correct(&self.model, batch)
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod adam;
 pub mod dropout;
+pub mod evaluation;
 pub mod minibatch;
 pub mod trainer;
 

@@ -1,0 +1,28 @@
+//! Many devices: data parallelism (a replica per device, gradients reduced, parameters
+//! broadcast) and the failures that come with it, named on simulated devices `sim:1,sim:2` as
+//! on `cuda:0,cuda:1`.
+//!
+//! - [`collective`]: reduce and broadcast, declared once as a trait ([`Collective`]); the
+//!   host implementation records every copy in the ledger, and NCCL would go behind the same
+//!   trait.
+//! - [`data_parallel`]: [`DataParallel`], the replicas and one training step.
+//! - [`trainer`]: [`DataParallelTrainer`], mini-batch epochs over the replicas.
+//!
+//! ```
+//! use workbook::{placement::Placement, Model, ModelConfig};
+//! use workbook::parallel::DataParallel;
+//! use workbook::train::TrainConfig;
+//! let (model, _) = Model::init(ModelConfig::gcn(4, 8, 2), 0, &Placement::cpu()).unwrap();
+//! let dp = DataParallel::new(&model, &[Placement::sim(1), Placement::sim(2)], &TrainConfig::gcn()).unwrap();
+//! assert_eq!(dp.replicas()[1].placement().to_string(), "sim:2");
+//! let model = dp.into_module(); // unwrap before saving or exporting
+//! assert_eq!(model.placement().to_string(), "sim:1");
+//! ```
+
+pub mod collective;
+pub mod data_parallel;
+pub mod trainer;
+
+pub use collective::{Collective, HostCollective};
+pub use data_parallel::{DataParallel, Gathered, Step, SyncReport};
+pub use trainer::{train_data_parallel, DataParallelEpoch, DataParallelTrainer};
