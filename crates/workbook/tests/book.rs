@@ -444,7 +444,7 @@ fn ch05_mini_batches() {
 }
 
 #[test]
-fn ch06_capstone_cora_end_to_end() {
+fn ch07_capstone_cora_end_to_end() {
     use std::sync::Arc;
     use workbook::export::{onnx, preflight};
     use workbook::train::train;
@@ -454,7 +454,7 @@ fn ch06_capstone_cora_end_to_end() {
     let onnx_path = dir.path().join("cora_gatv2.onnx");
     let mut text = String::new();
 
-    // ANCHOR: ch06_train
+    // ANCHOR: ch07_train
     let ledger = Ledger::new();
     let chosen = device::choose(Some("sim:1".parse().unwrap())).unwrap(); // chapter 1: one policy
     let gpu = chosen.placement.with_ledger(&ledger);
@@ -479,7 +479,7 @@ fn ch06_capstone_cora_end_to_end() {
     .unwrap();
     print!("{}", ledger.table()); // chapter 2: what crossed the bus, and when
     let model = report.model;
-    // ANCHOR_END: ch06_train
+    // ANCHOR_END: ch07_train
     for s in report.history.iter().filter(|s| s.epoch % 10 == 0) {
         say(
             &mut text,
@@ -518,15 +518,15 @@ fn ch06_capstone_cora_end_to_end() {
     }
     say(&mut text, String::new());
     say(&mut text, ledger.table().trim_end().to_string());
-    generated("ch06_train.txt", &text);
+    generated("ch07_train.txt", &text);
     text.clear();
 
-    // ANCHOR: ch06_export
+    // ANCHOR: ch07_export
     // chapter 4: pre-flight first, then write; the example graph is on the model's device
     let checks = preflight::check(&model, &preflight::Example::from_graph(&cora)).unwrap();
     checkpoint::save(&model, &checkpoint_path).unwrap(); // chapter 2: portable, from any device
     onnx::write(&model, &onnx_path, &onnx::OnnxOptions::default()).unwrap();
-    // ANCHOR_END: ch06_export
+    // ANCHOR_END: ch07_export
     for line in &checks.checks {
         say(&mut text, format!("pre-flight ok: {line}"));
     }
@@ -558,19 +558,19 @@ fn ch06_capstone_cora_end_to_end() {
                 + ", ..."
         ),
     );
-    generated("ch06_export.txt", &text);
+    generated("ch07_export.txt", &text);
 
     // The failure: serving the model where it was trained, with requests built on the host.
     let host_cora = datasets::load("cora", None, Placement::cpu()).unwrap();
     let request = serving::Request::whole(&host_cora);
-    // ANCHOR: ch06_mismatch
+    // ANCHOR: ch07_mismatch
     // the trained model is on sim:1, the request was built on the cpu
     let err = serving::answer(&model, &request).unwrap_err();
-    // ANCHOR_END: ch06_mismatch
-    generated("ch06_mismatch.txt", &format!("{err}\n"));
+    // ANCHOR_END: ch07_mismatch
+    generated("ch07_mismatch.txt", &format!("{err}\n"));
     let mut text = String::new();
 
-    // ANCHOR: ch06_serve
+    // ANCHOR: ch07_serve
     // the serving machine: reload onto its device (map_location), share through Arc
     let served = Arc::new(checkpoint::load(&checkpoint_path, Placement::cpu()).unwrap());
     let requests: Arc<[serving::Request]> =
@@ -583,7 +583,7 @@ fn ch06_capstone_cora_end_to_end() {
     let on_cpu = serving::answer(&served, &request).unwrap();
     let same = on_cpu.same_as(&on_gpu).unwrap();
     assert!(same);
-    // ANCHOR_END: ch06_serve
+    // ANCHOR_END: ch07_serve
     text.push_str(&format!(
         "reloaded onto {}: logits and attention equal the trained model's on {}: {same}\n",
         served.placement(),
@@ -602,7 +602,7 @@ fn ch06_capstone_cora_end_to_end() {
         run.threads,
         run.mismatches
     ));
-    generated("ch06_serve.txt", &text);
+    generated("ch07_serve.txt", &text);
 }
 
 /// Every `{{#include ...}}` in the book names a file that exists and, when it names an anchor or

@@ -19,16 +19,16 @@ use std::path::Path;
 use std::sync::Arc;
 use std::thread::ThreadId;
 use workbook::export::preflight::{self, Example, PreflightReport};
+use workbook_lessons::threads::serving::{self, Request, Response};
 use workbook::train::{train, TrainConfig, TrainReport};
 use workbook::{checkpoint, datasets, Graph, Model, ModelConfig, Placement, Result, WorkbookError};
-use workbook_lessons::threads::serving::{self, Request, Response};
 
 /// Attention heads of the first GATv2 layer (PyG's GAT example).
 pub const HEADS: usize = 8;
 /// Hidden channels per head.
 pub const HIDDEN: usize = 8;
 /// The capstone's learning rate: PyG's recipe uses 0.005 for 200 epochs; at 0.02 a few dozen
-/// epochs reach about 80% test accuracy (book chapter 6).
+/// epochs reach about 80% test accuracy (book chapter 7).
 pub const LR: f64 = 0.02;
 
 /// Step 1 (chapters 1 and 2): Cora, loaded straight onto `device`, so that its 15.5 MB of
@@ -62,7 +62,10 @@ pub fn export(model: &Model, example: &Graph, path: &Path) -> Result<PreflightRe
 /// Step 4 (chapter 2): the serving machine loads the checkpoint onto its own device, the CPU
 /// (PyTorch's `map_location="cpu"`), and wraps it in an `Arc` to share it between threads.
 pub fn reload_for_serving(path: &Path) -> Result<Arc<Model>> {
-    Ok(Arc::new(checkpoint::load(path, Placement::cpu())?))
+    Ok(Arc::new(checkpoint::load(
+        path,
+        workbook::device::accelerator().placement,
+    )?))
 }
 
 /// One answer and the thread that computed it.

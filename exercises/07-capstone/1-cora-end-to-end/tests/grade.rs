@@ -1,4 +1,4 @@
-//! Graded tests for exercise 06-1 (points in exercise.toml). Do not edit: the grader checks this
+//! Graded tests for exercise 07-1 (points in exercise.toml). Do not edit: the grader checks this
 //! file against its checksum.
 //!
 //! Each test checks one step on its own (the steps before it are done here with the library), so
@@ -15,7 +15,7 @@ use workbook::{checkpoint, datasets, Graph, Model, ModelConfig, Placement};
 use workbook_lessons::threads::serving::{self, Request};
 
 /// Epochs for the accuracy test: at learning rate 0.02 (seed 0), GATv2 reaches 80.4% test
-/// accuracy on Cora after 30 epochs (book chapter 6), in a few seconds.
+/// accuracy on Cora after 30 epochs (book chapter 7), in a few seconds.
 const EPOCHS: usize = 30;
 /// The test accuracy the trained model must reach.
 const MIN_TEST_ACCURACY: f32 = 0.75;

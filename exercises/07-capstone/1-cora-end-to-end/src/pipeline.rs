@@ -31,7 +31,7 @@ pub const HEADS: usize = 8;
 /// Hidden channels per head.
 pub const HIDDEN: usize = 8;
 /// The capstone's learning rate: PyG's recipe uses 0.005 for 200 epochs; at 0.02 a few dozen
-/// epochs reach about 80% test accuracy (book chapter 6).
+/// epochs reach about 80% test accuracy (book chapter 7).
 pub const LR: f64 = 0.02;
 
 /// Step 1 (chapters 1 and 2): Cora, loaded straight onto `device`, so that its 15.5 MB of
