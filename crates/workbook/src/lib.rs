@@ -75,6 +75,7 @@ pub mod loader;
 pub mod model;
 pub mod module;
 pub mod ops;
+pub mod parallel;
 pub mod placement;
 pub mod predict;
 pub mod tensor_file;
