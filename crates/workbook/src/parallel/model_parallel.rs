@@ -44,7 +44,9 @@
 //!   stage's parameters.
 //!
 //! Per training step the stages exchange exactly one activation and one gradient per
-//! boundary; everything else stays where it was put (the loss, 4 bytes, comes back to the host).
+//! boundary; everything else stays where it was put (the loss, 4 bytes, comes back to the
+//! host). The first forward pass also uploads each stage's graph structure (GCN's self-loops,
+//! the CSR), built on the host once per device, as it does for a model on one device.
 //!
 //! **Exporting or checkpointing.** [`ModelParallel::model`] is the split model itself, as
 //! PyTorch's model-parallel module is: an ordinary [`Model`] whose layers report their own
