@@ -11,8 +11,8 @@ use workbook::export::{onnx, preflight};
 use workbook::ledger::{Ledger, Transfer};
 use workbook::parallel::model_parallel::ModelParallel;
 use workbook::train::{TrainConfig, Trainer};
+use workbook::{candle_core::Tensor, WorkbookError};
 use workbook::{checkpoint, datasets, tensor_file, Graph, Model, ModelConfig, Placement};
-use workbook::{WorkbookError, candle_core::Tensor};
 
 fn cora() -> Graph {
     datasets::load("cora", None, Placement::cpu()).unwrap()
@@ -46,7 +46,10 @@ fn same_logits_and_losses_as_one_device_with_one_activation_each_way_per_step() 
     let mp = ModelParallel::new(&model, &sims(&ledger)).unwrap();
     let split: Vec<_> = ledger.in_phase("split").iter().map(row).collect();
     assert_eq!(
-        split.iter().map(|r| (&r.0[..], &r.2[..])).collect::<Vec<_>>(),
+        split
+            .iter()
+            .map(|r| (&r.0[..], &r.2[..]))
+            .collect::<Vec<_>>(),
         [
             ("conv1.lin.weight", "sim:1"),
             ("conv1.bias", "sim:1"),
@@ -242,12 +245,19 @@ fn split_model_is_not_exported_but_checkpoints_and_gathers() {
     let split: Vec<_> = problems.iter().filter(|p| p.contains("split")).collect();
     assert_eq!(split.len(), 1, "{problems:?}");
     assert!(
-        split[0].contains("parameter 'conv2.lin.weight' is on sim:2 but the model's first layer is on sim:1"),
+        split[0].contains(
+            "parameter 'conv2.lin.weight' is on sim:2 but the model's first layer is on sim:1"
+        ),
         "{problems:?}"
     );
-    assert!(split[0].contains("(conv1 on sim:1, conv2 on sim:2)"), "{problems:?}");
     assert!(
-        split[0].contains("put the whole model on one device first: model_parallel.into_model(&Placement::cpu())"),
+        split[0].contains("(conv1 on sim:1, conv2 on sim:2)"),
+        "{problems:?}"
+    );
+    assert!(
+        split[0].contains(
+            "put the whole model on one device first: model_parallel.into_model(&Placement::cpu())"
+        ),
         "{problems:?}"
     );
     // no second line for the same parameters
@@ -259,10 +269,17 @@ fn split_model_is_not_exported_but_checkpoints_and_gathers() {
 
     // ONNX export refuses the split model with the same words
     let dir = tempfile::tempdir().unwrap();
-    let err = onnx::write(mp.model(), &dir.path().join("split.onnx"), &Default::default())
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("model_parallel.into_model(&Placement::cpu())"), "{err}");
+    let err = onnx::write(
+        mp.model(),
+        &dir.path().join("split.onnx"),
+        &Default::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("model_parallel.into_model(&Placement::cpu())"),
+        "{err}"
+    );
     assert!(!dir.path().join("split.onnx").exists());
 
     // a checkpoint of the split model holds no devices and loads anywhere
@@ -373,7 +390,9 @@ fn weights_of_a_wrapped_model_are_named_and_load_stripped() {
     // a clash is an error, not a silent overwrite
     let mut both: HashMap<String, Tensor> = file.tensors;
     both.insert("conv1.bias".into(), both["module.conv1.bias"].clone());
-    let err = checkpoint::strip_prefix(both, "module.").unwrap_err().to_string();
+    let err = checkpoint::strip_prefix(both, "module.")
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("both 'module.conv1.bias' and 'conv1.bias'"),
         "{err}"
@@ -388,9 +407,43 @@ fn weights_of_a_wrapped_model_are_named_and_load_stripped() {
         .collect();
     tensor_file::write(&partial, &tensors, None).unwrap();
     let err = checkpoint::load_with_config(&partial, config, Placement::cpu()).unwrap_err();
-    assert!(
-        matches!(err, WorkbookError::WeightsMismatch(_)),
-        "{err}"
-    );
+    assert!(matches!(err, WorkbookError::WeightsMismatch(_)), "{err}");
     assert!(err.to_string().contains("missing 'conv2.bias'"), "{err}");
+}
+
+#[test]
+fn gatv2_model_parallel_trains_like_one_device() {
+    // attention dropout inside the layers draws from the same stream in the same order
+    let graph = datasets::karate(Placement::cpu()).unwrap();
+    let config = ModelConfig::gatv2(34, 4, 2, 4);
+    let recipe = TrainConfig::gatv2();
+    let (model, _) = Model::init(config, recipe.seed, Placement::cpu()).unwrap();
+    let ledger = Ledger::new();
+    let mp = ModelParallel::new(&model, &sims(&ledger)).unwrap();
+    let g = mp.place_graph(&graph).unwrap();
+    let out = mp.forward(&g).unwrap();
+    assert_eq!(
+        out.attention
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>(),
+        ["conv1", "conv2"]
+    );
+    let mut trainer = Trainer::from_model(model, &recipe).unwrap();
+    let mut optimizers = mp.optimizers(&recipe).unwrap();
+    let mut dropout = recipe.dropout(mp.placements()[0].device());
+    for step in 1..=3 {
+        let want = trainer.epoch(&graph).unwrap().loss;
+        ledger.set_phase(format!("step {step}"));
+        let got = mp.train_step(&g, &mut optimizers, &mut dropout).unwrap();
+        assert!((want - got).abs() <= 1e-6, "step {step}: {want} vs {got}");
+        // 34 nodes × (2 heads × 4 channels) × 4 bytes, each way
+        let bytes: Vec<u64> = ledger
+            .in_phase(&format!("step {step}"))
+            .iter()
+            .filter(|t| t.what.starts_with("activation"))
+            .map(|t| t.bytes)
+            .collect();
+        assert_eq!(bytes, [34 * 8 * 4, 34 * 8 * 4]);
+    }
 }

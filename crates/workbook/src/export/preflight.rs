@@ -279,10 +279,7 @@ fn layer_placement<'m>(model: &'m Model, name: &str) -> Option<&'m Placement> {
 pub fn split_problem(model: &Model) -> Option<String> {
     let at = model.placement();
     let layers = model.layer_placements();
-    let (k, (layer, elsewhere)) = layers
-        .iter()
-        .enumerate()
-        .find(|(_, (_, p))| *p != at)?;
+    let (k, (layer, elsewhere)) = layers.iter().enumerate().find(|(_, (_, p))| *p != at)?;
     let tensor = model.layers()[k]
         .as_graph_layer()
         .named_parameters()

@@ -450,7 +450,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("the model has 2 layer(s) (conv1, conv2) but 1 placement(s) were given (sim:1)"),
+            err.contains(
+                "the model has 2 layer(s) (conv1, conv2) but 1 placement(s) were given (sim:1)"
+            ),
             "{err}"
         );
         let err = ModelParallel::new(&model, &[]).unwrap_err().to_string();

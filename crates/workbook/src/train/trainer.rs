@@ -118,7 +118,11 @@ impl TrainReport {
 
 /// Correct predictions on the train, validation and test nodes, as an `f32 [3]` tensor on the
 /// graph's device (nothing is read back).
-pub(crate) fn correct_counts(logits: &Tensor, y: &Tensor, split: &crate::graph::Split) -> Result<Tensor> {
+pub(crate) fn correct_counts(
+    logits: &Tensor,
+    y: &Tensor,
+    split: &crate::graph::Split,
+) -> Result<Tensor> {
     let pred = logits.argmax(D::Minus1)?;
     let counts = [&split.train, &split.val, &split.test]
         .into_iter()
