@@ -157,7 +157,7 @@ pub fn strip_prefix(
 pub fn wrapper_of(prefix: &str) -> (&'static str, &'static str) {
     match prefix {
         "module." => (
-            "torch.nn.DataParallel or DistributedDataParallel",
+            "torch.nn.DataParallel (or DistributedDataParallel)",
             "in PyTorch, save model.module.state_dict()",
         ),
         "_orig_mod." => (
@@ -246,5 +246,49 @@ fn from_file(
             Err(with_path(problems))
         }
         Err(other) => Err(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn wrapper_prefixes_are_found_and_named() {
+        let expected = names(&["conv1.lin.weight", "conv1.bias"]);
+        // torch.compile's prefix, beside a stray entry that is not a parameter
+        let file = names(&[
+            "_orig_mod.conv1.lin.weight",
+            "_orig_mod.conv1.bias",
+            "epoch",
+        ]);
+        let refs: Vec<&String> = file.iter().collect();
+        let err = wrapped("f.safetensors", &expected, &refs)
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("'_orig_mod.conv1.lin.weight' where the model expects 'conv1.lin.weight'"),
+            "{err}"
+        );
+        assert!(err.contains("torch.compile saves names that way"), "{err}");
+        // DataParallel inside DataParallel: the whole prefix
+        let file = names(&["module.module.conv1.lin.weight", "module.module.conv1.bias"]);
+        let refs: Vec<&String> = file.iter().collect();
+        let err = wrapped("f", &expected, &refs).unwrap();
+        assert!(
+            matches!(&err, WorkbookError::WrappedWeights { prefix, .. } if prefix == "module.module."),
+            "{err}"
+        );
+        // only some names under the prefix: an ordinary mismatch, not a wrapper
+        let file = names(&["module.conv1.lin.weight", "conv9.bias"]);
+        let refs: Vec<&String> = file.iter().collect();
+        assert!(wrapped("f", &expected, &refs).is_none());
+        // nothing missing: nothing to say
+        let refs: Vec<&String> = expected.iter().collect();
+        assert!(wrapped("f", &expected, &refs).is_none());
     }
 }

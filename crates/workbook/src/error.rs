@@ -31,7 +31,7 @@ pub enum WorkbookError {
     /// PyTorch's `DataParallel` and `DistributedDataParallel` save `module.conv1.lin.weight`
     /// for `conv1.lin.weight` (`torch.compile` saves `_orig_mod.`). Names the prefix, an
     /// example and both fixes.
-    #[error("{origin}: the weights were saved from a wrapped model: the parameters are named '{prefix}...' ('{example}' where the model expects '{expected}'), as {} saves them. Save the unwrapped model instead ({}), or strip the prefix when loading: checkpoint::load_stripping_prefix(path, config, map_location, \"{prefix}\") (PyTorch: {{k.removeprefix(\"{prefix}\"): v for k, v in state_dict.items()}})", crate::checkpoint::wrapper_of(.prefix).0, crate::checkpoint::wrapper_of(.prefix).1)]
+    #[error("{origin}: the weights were saved from a wrapped model: every parameter name starts with '{prefix}' ('{example}' where the model expects '{expected}'); {} saves names that way. Save the unwrapped model instead ({}), or strip the prefix when loading: checkpoint::load_stripping_prefix(path, config, map_location, \"{prefix}\") (PyTorch: {{k.removeprefix(\"{prefix}\"): v for k, v in state_dict.items()}})", crate::checkpoint::wrapper_of(.prefix).0, crate::checkpoint::wrapper_of(.prefix).1)]
     WrappedWeights {
         /// The file (or `state_dict`) the weights came from.
         origin: String,

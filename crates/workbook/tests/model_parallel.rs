@@ -356,7 +356,7 @@ fn weights_of_a_wrapped_model_are_named_and_load_stripped() {
     let text = err.to_string();
     for needle in [
         "dp.safetensors: the weights were saved from a wrapped model",
-        "torch.nn.DataParallel or DistributedDataParallel",
+        "torch.nn.DataParallel (or DistributedDataParallel) saves names that way",
         "model.module.state_dict()",
         "checkpoint::load_stripping_prefix(path, config, map_location, \"module.\")",
         "k.removeprefix(\"module.\")",
