@@ -93,7 +93,9 @@ fn every_replica_reads_from_its_own_device() {
     let model = cached_gcn(&g, &devices[0]);
     let replicas = replicas_of(&model, &devices);
     assert_each_on_its_device(&model, &replicas, &devices);
-    let expected = model.forward_graph(&g.to_device(&devices[0]).unwrap()).unwrap();
+    let expected = model
+        .forward_graph(&g.to_device(&devices[0]).unwrap())
+        .unwrap();
     for (k, (replica, at)) in replicas.iter().zip(&devices).enumerate() {
         let out = replica
             .forward_graph(&g.to_device(at).unwrap())
@@ -236,8 +238,16 @@ fn training_keeps_the_replicas_in_sync() {
     let loader = NeighborLoader::new(&g, LoaderConfig::new(&[5, 5], 32)).unwrap();
     let batches: Vec<Batch> = loader.batches(1).take(6).collect::<Result<_, _>>().unwrap();
     for (s, pair) in batches.chunks(2).enumerate() {
-        let a = ours.step(&ours.scatter(pair).unwrap()).unwrap().loss().unwrap();
-        let b = theirs.step(&theirs.scatter(pair).unwrap()).unwrap().loss().unwrap();
+        let a = ours
+            .step(&ours.scatter(pair).unwrap())
+            .unwrap()
+            .loss()
+            .unwrap();
+        let b = theirs
+            .step(&theirs.scatter(pair).unwrap())
+            .unwrap()
+            .loss()
+            .unwrap();
         assert_eq!(
             a.to_bits(),
             b.to_bits(),

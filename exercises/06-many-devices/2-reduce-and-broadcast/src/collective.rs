@@ -34,10 +34,7 @@ impl Collective for CopyCollective {
         what: &str,
     ) -> Result<Tensor> {
         // TODO: copy each part to `root` with `root.move_tensor(tensor, from, &format!("reduce {what}"))` and add them up in order; return a WorkbookError::InvalidConfig naming `what` when there is nothing to reduce.
-        todo!(
-            "reduce_sum: {} part(s) of {what} onto {root}",
-            parts.len()
-        )
+        todo!("reduce_sum: {} part(s) of {what} onto {root}", parts.len())
     }
 
     /// `tensor` (on `root`) copied to every device of `to`, in order, each copy recorded as

@@ -78,8 +78,7 @@ fn reduce_sums_every_part_onto_the_root() {
     );
     let err = CopyCollective
         .reduce_sum(&[], &d[0], "grad[w]")
-        .err()
-        .expect("reducing no parts should be an error");
+        .expect_err("reducing no parts should be an error");
     assert!(
         err.to_string().contains("grad[w]"),
         "the error for no parts should name what was reduced: {err}"
@@ -111,7 +110,11 @@ fn broadcast_copies_the_root_to_every_device() {
 
 /// `steps` data-parallel steps on Cora over `n` devices, with `collective` (or the library's
 /// `HostCollective`), returning each step's loss and the wrapper.
-fn train(n: usize, collective: Option<Arc<dyn Collective>>, steps: usize) -> (Vec<f32>, DataParallel) {
+fn train(
+    n: usize,
+    collective: Option<Arc<dyn Collective>>,
+    steps: usize,
+) -> (Vec<f32>, DataParallel) {
     let g = cora();
     let config = ModelConfig::gcn(g.num_features(), 16, g.num_classes());
     let (model, _) = Model::init(config, 0, Placement::cpu()).unwrap();
@@ -218,7 +221,10 @@ fn each_step_moves_the_parameters_once_per_other_replica() {
                 assert_eq!(t.to, "sim:1", "gradients are reduced onto sim:1: {t:?}");
             }
             if t.what.starts_with("broadcast ") {
-                assert_eq!(t.from, "sim:1", "parameters are broadcast from sim:1: {t:?}");
+                assert_eq!(
+                    t.from, "sim:1",
+                    "parameters are broadcast from sim:1: {t:?}"
+                );
             }
         }
     }

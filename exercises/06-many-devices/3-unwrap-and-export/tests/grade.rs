@@ -132,8 +132,7 @@ fn replicas_out_of_sync_are_refused_and_nothing_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("drifted.onnx");
     let err = export_for_serving(dp, &g, &path)
-        .err()
-        .expect("replicas out of sync should be an error, not an export");
+        .expect_err("replicas out of sync should be an error, not an export");
     let msg = err.to_string();
     assert!(
         msg.contains(&name) && msg.contains("replica 1"),
@@ -151,8 +150,7 @@ fn a_bad_example_fails_the_pre_flight_and_nothing_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad_example.onnx");
     let err = export_for_serving(dp, &karate, &path)
-        .err()
-        .expect("an example with the wrong number of features should fail the pre-flight");
+        .expect_err("an example with the wrong number of features should fail the pre-flight");
     let msg = err.to_string();
     assert!(
         msg.contains("pre-flight") && msg.contains("34"),
