@@ -116,10 +116,10 @@ fn a_model_on_the_host_is_copied_to_every_device() {
     let ledger = Ledger::new();
     let devices = devices(2, &ledger);
     let model = cached_gcn(&g, &Placement::cpu());
-    ledger.set_phase("replicate");
+    ledger.clear();
     let replicas = replicas_of(&model, &devices);
     assert_each_on_its_device(&model, &replicas, &devices);
-    let transfers = ledger.in_phase("replicate");
+    let transfers = ledger.transfers();
     for at in &devices {
         for (name, t) in model.named_parameters() {
             let n = transfers
@@ -145,9 +145,9 @@ fn the_ledger_holds_one_copy_of_each_tensor_per_other_device() {
     let ledger = Ledger::new();
     let devices = devices(3, &ledger);
     let model = cached_gcn(&g, &devices[0]);
-    ledger.set_phase("replicate");
+    ledger.clear();
     let _replicas = replicas_of(&model, &devices);
-    let ours = ledger.in_phase("replicate");
+    let ours = ledger.transfers();
     for t in &ours {
         assert_ne!(
             t.to, "sim:1",

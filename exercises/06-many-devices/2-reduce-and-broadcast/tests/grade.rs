@@ -193,11 +193,10 @@ fn each_step_moves_the_parameters_once_per_other_replica() {
     let batches: Vec<Batch> = loader.batches(1).take(6).collect::<Result<_, _>>().unwrap();
     for (s, three) in batches.chunks(3).enumerate() {
         let on = dp.scatter(three).unwrap();
-        let phase = format!("step {s}");
-        ledger.set_phase(&phase);
+        ledger.clear();
         dp.step(&on)
             .unwrap_or_else(|e| panic!("a data-parallel step failed: {e}"));
-        let step = ledger.in_phase(&phase);
+        let step = ledger.transfers();
         let sum = |prefix: &str| -> u64 {
             step.iter()
                 .filter(|t| t.what.starts_with(prefix))

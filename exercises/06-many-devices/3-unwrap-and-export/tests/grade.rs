@@ -97,7 +97,7 @@ fn the_exported_model_is_on_the_cpu_and_the_move_is_in_the_ledger() {
         .map(|(n, t)| (n.clone(), bytes_of(t)))
         .collect();
     let dir = tempfile::tempdir().unwrap();
-    ledger.set_phase("export");
+    ledger.clear();
     let model = export_for_serving(dp, &g, &dir.path().join("m.onnx"))
         .unwrap_or_else(|e| panic!("the export failed: {e}"));
     for (name, kind, at) in model.tensor_placements() {
@@ -107,7 +107,7 @@ fn the_exported_model_is_on_the_cpu_and_the_move_is_in_the_ledger() {
             kind.as_str()
         );
     }
-    let export = ledger.in_phase("export");
+    let export = ledger.transfers();
     for (name, bytes) in params {
         let n = export
             .iter()
