@@ -15,7 +15,7 @@ fn cora() -> Graph {
     datasets::load("cora", None, Placement::cpu()).expect("loading Cora")
 }
 
-fn devices(n: usize, ledger: &Ledger) -> Vec<Placement> {
+fn sims(n: usize, ledger: &Ledger) -> Vec<Placement> {
     (1..=n)
         .map(|k| Placement::sim(k).with_ledger(ledger))
         .collect()
@@ -89,7 +89,7 @@ fn key(t: &Transfer) -> (String, String, u64, String) {
 fn every_replica_reads_from_its_own_device() {
     let g = cora();
     let ledger = Ledger::new();
-    let devices = devices(3, &ledger);
+    let devices = sims(3, &ledger);
     let model = cached_gcn(&g, &devices[0]);
     let replicas = replicas_of(&model, &devices);
     assert_each_on_its_device(&model, &replicas, &devices);
@@ -114,7 +114,7 @@ fn every_replica_reads_from_its_own_device() {
 fn a_model_on_the_host_is_copied_to_every_device() {
     let g = cora();
     let ledger = Ledger::new();
-    let devices = devices(2, &ledger);
+    let devices = sims(2, &ledger);
     let model = cached_gcn(&g, &Placement::cpu());
     ledger.clear();
     let replicas = replicas_of(&model, &devices);
@@ -143,7 +143,7 @@ fn a_model_on_the_host_is_copied_to_every_device() {
 fn the_ledger_holds_one_copy_of_each_tensor_per_other_device() {
     let g = cora();
     let ledger = Ledger::new();
-    let devices = devices(3, &ledger);
+    let devices = sims(3, &ledger);
     let model = cached_gcn(&g, &devices[0]);
     ledger.clear();
     let _replicas = replicas_of(&model, &devices);
@@ -170,7 +170,7 @@ fn the_ledger_holds_one_copy_of_each_tensor_per_other_device() {
     }
     // Buffers too: exactly the copies the library's DataParallel::new makes.
     let reference = Ledger::new();
-    let _dp = DataParallel::new(&model, &devices_of(&reference), &TrainConfig::gcn()).unwrap();
+    let _dp = DataParallel::new(&model, &sims(3, &reference), &TrainConfig::gcn()).unwrap();
     let mut expected: Vec<_> = reference
         .transfers()
         .iter()
@@ -187,10 +187,6 @@ fn the_ledger_holds_one_copy_of_each_tensor_per_other_device() {
         "the copies (from, to, bytes, what) should be one per parameter and buffer per other device; missing {missing:?}, unexpected {extra:?}"
     );
     assert_eq!(got, expected, "each copy once");
-}
-
-fn devices_of(ledger: &Ledger) -> Vec<Placement> {
-    devices(3, ledger)
 }
 
 #[test]

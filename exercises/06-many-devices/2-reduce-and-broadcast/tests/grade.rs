@@ -16,7 +16,7 @@ fn cora() -> Graph {
     datasets::load("cora", None, Placement::cpu()).expect("loading Cora")
 }
 
-fn devices(n: usize, ledger: &Ledger) -> Vec<Placement> {
+fn sims(n: usize, ledger: &Ledger) -> Vec<Placement> {
     (1..=n)
         .map(|k| Placement::sim(k).with_ledger(ledger))
         .collect()
@@ -46,7 +46,7 @@ fn copy(from: &str, to: &str, bytes: u64, what: &str) -> (String, String, u64, S
 #[test]
 fn reduce_sums_every_part_onto_the_root() {
     let ledger = Ledger::new();
-    let d = devices(3, &ledger);
+    let d = sims(3, &ledger);
     let (a, b, c) = (t(&[1., 2.]), t(&[10., 20.]), t(&[100., 200.]));
     // The root is the second device: the others send their parts to it.
     let sum = CopyCollective
@@ -88,7 +88,7 @@ fn reduce_sums_every_part_onto_the_root() {
 #[test]
 fn broadcast_copies_the_root_to_every_device() {
     let ledger = Ledger::new();
-    let d = devices(3, &ledger);
+    let d = sims(3, &ledger);
     let w = t(&[0.5, -1.5, 2.0]);
     let out = CopyCollective
         .broadcast(&w, &d[0], &d, "conv1.lin.weight")
@@ -178,7 +178,7 @@ fn training_with_it_matches_the_host_collective() {
 fn each_step_moves_the_parameters_once_per_other_replica() {
     let g = cora();
     let ledger = Ledger::new();
-    let d = devices(3, &ledger);
+    let d = sims(3, &ledger);
     let config = ModelConfig::gcn(g.num_features(), 16, g.num_classes());
     let (model, _) = Model::init(config, 0, Placement::cpu()).unwrap();
     let param_bytes: u64 = model
