@@ -60,6 +60,8 @@ impl Collective for CopyCollective {
     ) -> Result<Vec<Tensor>> {
         let what = format!("broadcast {what}");
         // The root's own entry is the same tensor: move_tensor copies nothing there.
-        to.iter().map(|d| d.move_tensor(tensor, root, &what)).collect()
+        to.iter()
+            .map(|d| d.move_tensor(tensor, root, &what))
+            .collect()
     }
 }
