@@ -67,6 +67,11 @@ pub struct Args {
     serving_requests: usize,
     #[command(flatten)]
     pub mini: super::minibatch_args::MiniBatchArgs,
+    /// With --batch-size: write every batch the mini-batch run trained on (warm-up and timed
+    /// epochs) to this safetensors file, for `scripts/pyg_bench.py --batches` to time PyG's
+    /// training step on the same subgraphs (see `commands/batch_file.rs`). One model, no sweep.
+    #[arg(long, requires = "batch_size", value_name = "FILE")]
+    save_batches: Option<PathBuf>,
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
@@ -93,6 +98,9 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
                 workbook::limits::MAX_NODES
             );
         }
+    }
+    if args.save_batches.is_some() && (args.model.len() != 1 || !args.sweep.is_empty()) {
+        bail!("--save-batches writes one run's batches: give one --model and no --sweep");
     }
     if let Some(dataset) = &args.roofline {
         return crate::commands::roofline::run(dataset, args.epochs, chosen);
@@ -142,6 +150,7 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
                     warmup: args.warmup,
                     repeats: args.epochs,
                     seed: args.seed,
+                    save_batches: args.save_batches.clone(),
                 };
                 let mini =
                     super::bench_minibatch::run(kind, &host, chosen, &settings, report.epoch_ms)?;
