@@ -55,7 +55,8 @@ pub struct Args {
     #[arg(long)]
     figure: Option<PathBuf>,
     /// With --figure: also draw PyG's runs, read from this file of JSON lines (the `--raw`
-    /// output of `scripts/compare.py` on the same csbm sizes; lines with "impl": "pyg").
+    /// output of `scripts/compare.py` on the same csbm sizes; lines with "impl": "pyg" and no
+    /// "bench" key).
     #[arg(long, requires = "figure")]
     figure_pyg: Option<PathBuf>,
     /// Also measure concurrent inference: N threads share one model (`threads::serving`) and
@@ -233,7 +234,9 @@ fn pyg_points(path: &std::path::Path) -> Result<Vec<ScalingPoint>> {
     {
         let v: serde_json::Value =
             serde_json::from_str(l).with_context(|| format!("line {} is not JSON", k + 1))?;
-        if v["impl"] != "pyg" {
+        // Full-batch lines only: a `"bench": "minibatch"` line (PyG replaying our batches,
+        // `compare.py --batch-size`) times compute alone and is no point of this figure.
+        if v["impl"] != "pyg" || !v["bench"].is_null() {
             continue;
         }
         let field = |name: &str| {
