@@ -114,6 +114,7 @@ def main():
             fh.write("5")
     except OSError:
         pass
+
     def build():
         if args.model == "gcn":
             model = Gcn().to(device)
