@@ -14,6 +14,18 @@ of each run's median. The issue-19 table (Cora, both models, 1 and 2 threads, 3 
 
   python3 scripts/compare.py --datasets cora --threads 1,2 --rounds 3 --python /work/pyg-venv/bin/python
 
+Mini-batch rows (--batch-size 128, with --num-neighbors, default 10,10): `workbook bench` also
+trains by mini-batches (its "bench": "minibatch" line: epoch time, sampling share, and
+compute_ms, the training steps alone) and, in the first round, writes every batch it trained on
+(`--save-batches`). PyG cannot sample here (PyG 2.8's NeighborLoader needs pyg-lib or
+torch-sparse, whose wheels come only from data.pyg.org), so `pyg_bench.py --batches` times PyG's
+training step on exactly those batches: the ratio compares compute on identical subgraphs, and
+sampling is the workbook's alone (its share is reported, PyG's is not timed). The loader is
+deterministic in (seed, epoch, batch), so the batches of every later round are the same ones.
+
+  python3 scripts/compare.py --datasets cora,csbm:100000 --threads 1,2 --rounds 3 \
+      --batch-size 128 --python /work/pyg-venv/bin/python
+
 Run it with a Python that has torch, torch_geometric and safetensors (or pass --python); without
 them only the workbook's numbers are printed. Build first: cargo build --release.
 """
@@ -58,6 +70,9 @@ def main():
     p.add_argument("--device", default="cpu", help="cpu or cuda (both sides)")
     p.add_argument("--workbook", default=os.path.join(ROOT, "target/release/workbook"))
     p.add_argument("--python", default=sys.executable, help="a Python with torch_geometric")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="also mini-batch rows: seeds per batch (e.g. 128)")
+    p.add_argument("--num-neighbors", default="10,10", help="with --batch-size: per hop, as PyG's")
     p.add_argument("--raw", default=None, help="also write every JSON line to this file")
     args = p.parse_args()
 
@@ -77,7 +92,7 @@ def main():
     threads = [int(t) for t in str(args.threads).split(",")] if args.threads else [None]
     load_before = os.getloadavg()
     # (dataset, model, threads) -> {"ours": [json, ...], "pyg": [json, ...]}, one entry per round
-    runs, raw = {}, []
+    runs, mini, raw = {}, {}, []
     with tempfile.TemporaryDirectory() as tmp:
         paths = {}
         for dataset in args.datasets.split(","):
@@ -96,15 +111,24 @@ def main():
                                     "--graph", path] + common + extra
                         pyg_cmd = [args.python, os.path.join(ROOT, "scripts/pyg_bench.py"), "--graph", path,
                                    "--model", model, "--device", args.device] + common + extra
+                        if args.batch_size:
+                            batches = os.path.join(tmp, f"{dataset.replace(':', '_')}_{model}.batches.safetensors")
+                            ours_cmd += ["--batch-size", str(args.batch_size),
+                                         "--num-neighbors", args.num_neighbors]
+                            if not os.path.exists(batches):
+                                # Round 0 runs ours first: it writes the batches PyG replays.
+                                ours_cmd += ["--save-batches", batches]
+                            pyg_cmd += ["--batches", batches]
                         sides = [("ours", ours_cmd)] + ([("pyg", pyg_cmd)] if have_pyg else [])
                         if r % 2 == 1:
                             sides.reverse()
                         cell = runs.setdefault((dataset, model, t), {"ours": [], "pyg": []})
+                        mcell = mini.setdefault((dataset, model, t), {"ours": [], "pyg": []})
                         for side, cmd in sides:
-                            line = run_json(cmd)[0]
-                            line["round"] = r
-                            cell[side].append(line)
-                            raw.append(line)
+                            for line in run_json(cmd):
+                                line["round"] = r
+                                (mcell if line.get("bench") == "minibatch" else cell)[side].append(line)
+                                raw.append(line)
     load_after = os.getloadavg()
 
     if args.raw:
@@ -139,6 +163,25 @@ def main():
             f"| {fmt(oe)} | {fmt(te)} | {fmt(oe / te if te else None, '.2f')} "
             f"| {fmt(of, '.2f')} | {fmt(tf, '.2f')} | {fmt(of / tf if tf else None, '.2f')} "
             f"| {fmt(om, '.0f')} | {fmt(tm, '.0f')} |"
+        )
+
+    if not args.batch_size:
+        return
+    print(f"\nMini-batch epochs: batch size {args.batch_size}, num_neighbors {args.num_neighbors}; "
+          "PyG trains on the workbook's batches (its sampling is not timed: PyG's NeighborLoader "
+          "needs pyg-lib or torch-sparse). Ratio: ours compute / PyG compute.\n")
+    print("| graph | model | threads | batches/epoch | ours ms/epoch | sampling share "
+          "| ours compute ms | PyG compute ms | ratio | full-batch ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for (dataset, model, t), cell in mini.items():
+        o, p_ = cell["ours"], cell["pyg"]
+        oe, share, oc = med(o, "epoch_ms"), med(o, "sampling_share"), med(o, "compute_ms")
+        pc = med(p_, "epoch_ms")
+        print(
+            f"| {dataset} | {model} | {o[0]['threads']} | {o[0]['batches_per_epoch']} "
+            f"| {fmt(oe, '.2f')} | {fmt(share * 100 if share is not None else None, '.0f')}% "
+            f"| {fmt(oc, '.2f')} | {fmt(pc, '.2f')} | {fmt(oc / pc if pc else None, '.2f')} "
+            f"| {fmt(med(o, 'full_batch_epoch_ms'), '.2f')} |"
         )
 
 

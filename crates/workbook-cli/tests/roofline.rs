@@ -115,4 +115,17 @@ fn the_scaling_figure_draws_pygs_runs_beside_ours() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no PyG runs"), "{err}");
+
+    // PyG's mini-batch lines (compute on replayed batches) are not full-batch points
+    std::fs::write(
+        &raw,
+        r#"{"impl": "pyg", "bench": "minibatch", "model": "gcn", "device": "cpu", "nodes": 100, "edges": 900, "epoch_ms": 2.0}"#,
+    )
+    .unwrap();
+    let out = workbook(&args, dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("no PyG runs"),
+        "{err}"
+    );
 }

@@ -55,7 +55,8 @@ pub struct Args {
     #[arg(long)]
     figure: Option<PathBuf>,
     /// With --figure: also draw PyG's runs, read from this file of JSON lines (the `--raw`
-    /// output of `scripts/compare.py` on the same csbm sizes; lines with "impl": "pyg").
+    /// output of `scripts/compare.py` on the same csbm sizes; lines with "impl": "pyg" and no
+    /// "bench" key).
     #[arg(long, requires = "figure")]
     figure_pyg: Option<PathBuf>,
     /// Also measure concurrent inference: N threads share one model (`threads::serving`) and
@@ -67,6 +68,11 @@ pub struct Args {
     serving_requests: usize,
     #[command(flatten)]
     pub mini: super::minibatch_args::MiniBatchArgs,
+    /// With --batch-size: write every batch the mini-batch run trained on (warm-up and timed
+    /// epochs) to this safetensors file, for `scripts/pyg_bench.py --batches` to time PyG's
+    /// training step on the same subgraphs (see `commands/batch_file.rs`). One model, no sweep.
+    #[arg(long, requires = "batch_size", value_name = "FILE")]
+    save_batches: Option<PathBuf>,
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
@@ -93,6 +99,9 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
                 workbook::limits::MAX_NODES
             );
         }
+    }
+    if args.save_batches.is_some() && (args.model.len() != 1 || !args.sweep.is_empty()) {
+        bail!("--save-batches writes one run's batches: give one --model and no --sweep");
     }
     if let Some(dataset) = &args.roofline {
         return crate::commands::roofline::run(dataset, args.epochs, chosen);
@@ -142,6 +151,7 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
                     warmup: args.warmup,
                     repeats: args.epochs,
                     seed: args.seed,
+                    save_batches: args.save_batches.clone(),
                 };
                 let mini =
                     super::bench_minibatch::run(kind, &host, chosen, &settings, report.epoch_ms)?;
@@ -224,7 +234,9 @@ fn pyg_points(path: &std::path::Path) -> Result<Vec<ScalingPoint>> {
     {
         let v: serde_json::Value =
             serde_json::from_str(l).with_context(|| format!("line {} is not JSON", k + 1))?;
-        if v["impl"] != "pyg" {
+        // Full-batch lines only: a `"bench": "minibatch"` line (PyG replaying our batches,
+        // `compare.py --batch-size`) times compute alone and is no point of this figure.
+        if v["impl"] != "pyg" || !v["bench"].is_null() {
             continue;
         }
         let field = |name: &str| {

@@ -8,6 +8,9 @@
 //! memory the mini-batch run added (peak resident set minus the resident set before it, with
 //! the peak reset first, as the full-batch line measures it): with `--sweep`, the scaling
 //! figure draws it beside the full-batch line, so the reader sees memory follow the batch.
+//! `compute_ms` is the epoch's training steps alone (forward, loss, backward, optimiser step;
+//! no sampling, no copy), the part `scripts/pyg_bench.py --batches` measures for PyG on the
+//! batches `--save-batches FILE` writes ([`batch_file`](super::batch_file)).
 
 use crate::commands::minibatch_args::MiniBatchArgs;
 use crate::commands::train::ModelKind;
@@ -26,6 +29,8 @@ pub struct Settings {
     pub warmup: usize,
     pub repeats: usize,
     pub seed: u64,
+    /// Write every batch of the run (warm-up and timed epochs) here for PyG to replay.
+    pub save_batches: Option<std::path::PathBuf>,
 }
 
 /// What a mini-batch run measured, for the scaling figure.
@@ -72,6 +77,12 @@ pub fn run(
         }
     }
     let epoch_ms = median(&epochs.iter().map(|e| e.stats.step_ms).collect::<Vec<_>>());
+    let compute_ms = median(
+        &epochs
+            .iter()
+            .map(|e| e.steps.iter().map(|s| s.compute.1 - s.compute.0).sum())
+            .collect::<Vec<f64>>(),
+    );
     let prepare: f64 = epochs.iter().map(|e| e.prepare_ms()).sum();
     let batches: usize = epochs.iter().map(|e| e.batches).sum();
     let total: f64 = epochs.iter().map(|e| e.stats.step_ms).sum();
@@ -98,6 +109,7 @@ pub fn run(
             "warmup": s.warmup,
             "repeats": s.repeats,
             "epoch_ms": epoch_ms,
+            "compute_ms": compute_ms,
             "sampled_batches_per_second": batches as f64 / (prepare / 1e3),
             "sampling_share": prepare / total,
             "bytes_per_step": bytes,
@@ -105,6 +117,17 @@ pub fn run(
             "memory_added_mb": memory_mb,
         })
     );
+    if let Some(path) = &s.save_batches {
+        let n = super::batch_file::save(
+            path,
+            t.loader(),
+            &host_graph.name,
+            host_graph.num_nodes(),
+            s.warmup + s.repeats,
+            s.warmup,
+        )?;
+        eprintln!("wrote {n} batches to {}", path.display());
+    }
     Ok(Outcome {
         epoch_ms,
         memory_mb,

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod batch_file;
 pub mod bench;
 pub mod bench_minibatch;
 pub mod data;
