@@ -13,6 +13,11 @@
 //! problem at once: missing and unexpected names (what PyTorch's `strict=True` adds), shapes
 //! (which PyTorch checks whatever `strict` says) and dtypes (which PyTorch casts silently).
 //!
+//! Weights saved from a *wrapped* model, whose names all start with `module.` (PyTorch's
+//! `DataParallel` and `DistributedDataParallel`), are named as such, with the fixes: save the
+//! unwrapped model (`model.module.state_dict()`), or load with [`load_stripping_prefix`]
+//! ([`strip_prefix`] on names already read).
+//!
 //! ```
 //! use workbook::{checkpoint, placement::Placement, Model, ModelConfig};
 //! let dir = tempfile::tempdir().unwrap();
@@ -41,13 +46,20 @@ pub const FORMAT: &str = "workbook-checkpoint-1";
 
 /// Writes `model`'s parameters (PyG names) and config to `path`, atomically. Each parameter's
 /// copy to the host is recorded in the model's ledger, if it has one.
+///
+/// A model whose layers sit on several devices (a model-parallel model's
+/// [`model()`](crate::parallel::model_parallel::ModelParallel::model)) is saved as it is: each
+/// parameter is copied from its own device, and the file stores no devices, so it loads
+/// anywhere.
 pub fn save(model: &Model, path: &Path) -> Result<()> {
     let at = model.placement();
     let host = at.destination(&Placement::cpu());
+    let placements = model.parameter_placements();
     let tensors = model
         .named_parameters()
         .into_iter()
-        .map(|(name, t)| Ok((name.clone(), host.move_tensor(&t, at, &name)?)))
+        .zip(placements)
+        .map(|((name, t), (_, from))| Ok((name.clone(), host.move_tensor(&t, from, &name)?)))
         .collect::<Result<Vec<(String, Tensor)>>>()?;
     let config = serde_json::to_string(model.config())
         .map_err(|e| WorkbookError::file(path, format!("cannot serialise the config: {e}")))?;
@@ -83,6 +95,110 @@ pub fn load_with_config(
     from_file(path, config, file.tensors, map_location.into())
 }
 
+/// [`load_with_config`] for weights saved from a wrapped model, whose names carry `prefix`
+/// (`"module."` from PyTorch's `DataParallel` / `DistributedDataParallel`): the prefix is
+/// removed first ([`strip_prefix`]), as PyTorch users do with
+/// `{k.removeprefix("module."): v for k, v in state_dict.items()}`.
+pub fn load_stripping_prefix(
+    path: &Path,
+    config: ModelConfig,
+    map_location: impl Into<Placement>,
+    prefix: &str,
+) -> Result<Model> {
+    let file = tensor_file::read(path, &Device::Cpu)?;
+    let tensors = strip_prefix(file.tensors, prefix)?;
+    from_file(path, config, tensors, map_location.into())
+}
+
+/// The names with `prefix` removed where they start with it (others are kept as they are):
+/// PyTorch's `{k.removeprefix(prefix): v for k, v in state_dict.items()}`. Two names that
+/// become one (`module.conv1.lin.weight` beside `conv1.lin.weight`) are an error rather than
+/// one silently replacing the other.
+///
+/// ```
+/// use workbook::checkpoint::strip_prefix;
+/// use workbook::candle_core::{Device, Tensor};
+/// use std::collections::HashMap;
+/// let t = Tensor::new(&[1f32], &Device::Cpu).unwrap();
+/// let saved = HashMap::from([("module.conv1.bias".to_string(), t.clone()), ("epoch".to_string(), t)]);
+/// let mut names: Vec<String> = strip_prefix(saved, "module.").unwrap().into_keys().collect();
+/// names.sort();
+/// assert_eq!(names, ["conv1.bias", "epoch"]);
+/// ```
+pub fn strip_prefix(
+    tensors: HashMap<String, Tensor>,
+    prefix: &str,
+) -> Result<HashMap<String, Tensor>> {
+    let mut names: Vec<String> = tensors.keys().cloned().collect();
+    names.sort();
+    let mut tensors = tensors;
+    let mut out = HashMap::with_capacity(names.len());
+    let mut clashes = Vec::new();
+    for name in names {
+        let Some(t) = tensors.remove(&name) else {
+            continue;
+        };
+        let short = name.strip_prefix(prefix).unwrap_or(&name).to_string();
+        if out.insert(short.clone(), t).is_some() {
+            clashes.push(format!(
+                "both '{prefix}{short}' and '{short}' are in the file; stripping '{prefix}' would make them one name (keep one of them)"
+            ));
+        }
+    }
+    if clashes.is_empty() {
+        Ok(out)
+    } else {
+        Err(WorkbookError::WeightsMismatch(clashes))
+    }
+}
+
+/// The wrapper that saves parameter names with `prefix`, and how to save without it (for
+/// [`WorkbookError::WrappedWeights`]).
+pub fn wrapper_of(prefix: &str) -> (&'static str, &'static str) {
+    match prefix {
+        "module." => (
+            "torch.nn.DataParallel (or DistributedDataParallel)",
+            "in PyTorch, save model.module.state_dict()",
+        ),
+        "_orig_mod." => (
+            "torch.compile",
+            "in PyTorch, save model._orig_mod.state_dict()",
+        ),
+        _ => (
+            "a wrapping module",
+            "in PyTorch, save the inner module's state_dict()",
+        ),
+    }
+}
+
+/// If every expected name that is missing from `names` is there under one prefix ending in
+/// `.` (`module.conv1.lin.weight` for `conv1.lin.weight`), the error that says so.
+pub(crate) fn wrapped(
+    origin: &str,
+    expected: &[String],
+    names: &[&String],
+) -> Option<WorkbookError> {
+    let present = |n: &str| names.iter().any(|k| k.as_str() == n);
+    let missing: Vec<&String> = expected.iter().filter(|n| !present(n)).collect();
+    let first = missing.first()?;
+    let mut candidates: Vec<&str> = names
+        .iter()
+        .filter(|k| k.len() > first.len() && k.ends_with(first.as_str()))
+        .map(|k| &k[..k.len() - first.len()])
+        .filter(|p| p.ends_with('.'))
+        .collect();
+    candidates.sort();
+    let prefix = candidates
+        .into_iter()
+        .find(|p| missing.iter().all(|m| present(&format!("{p}{m}"))))?;
+    Some(WorkbookError::WrappedWeights {
+        origin: origin.to_string(),
+        prefix: prefix.to_string(),
+        example: format!("{prefix}{first}"),
+        expected: first.to_string(),
+    })
+}
+
 fn from_file(
     path: &Path,
     config: ModelConfig,
@@ -94,6 +210,11 @@ fn from_file(
         .into_iter()
         .map(|(n, _)| n)
         .collect();
+    // Named before anything is copied: a wrapped model's file is not a list of problems.
+    let names: Vec<&String> = tensors.keys().collect();
+    if let Some(err) = wrapped(&path.display().to_string(), &expected, &names) {
+        return Err(err);
+    }
     let mut unexpected: Vec<String> = tensors
         .keys()
         .filter(|k| !expected.contains(k))
@@ -125,5 +246,49 @@ fn from_file(
             Err(with_path(problems))
         }
         Err(other) => Err(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn wrapper_prefixes_are_found_and_named() {
+        let expected = names(&["conv1.lin.weight", "conv1.bias"]);
+        // torch.compile's prefix, beside a stray entry that is not a parameter
+        let file = names(&[
+            "_orig_mod.conv1.lin.weight",
+            "_orig_mod.conv1.bias",
+            "epoch",
+        ]);
+        let refs: Vec<&String> = file.iter().collect();
+        let err = wrapped("f.safetensors", &expected, &refs)
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("'_orig_mod.conv1.lin.weight' where the model expects 'conv1.lin.weight'"),
+            "{err}"
+        );
+        assert!(err.contains("torch.compile saves names that way"), "{err}");
+        // DataParallel inside DataParallel: the whole prefix
+        let file = names(&["module.module.conv1.lin.weight", "module.module.conv1.bias"]);
+        let refs: Vec<&String> = file.iter().collect();
+        let err = wrapped("f", &expected, &refs).unwrap();
+        assert!(
+            matches!(&err, WorkbookError::WrappedWeights { prefix, .. } if prefix == "module.module."),
+            "{err}"
+        );
+        // only some names under the prefix: an ordinary mismatch, not a wrapper
+        let file = names(&["module.conv1.lin.weight", "conv9.bias"]);
+        let refs: Vec<&String> = file.iter().collect();
+        assert!(wrapped("f", &expected, &refs).is_none());
+        // nothing missing: nothing to say
+        let refs: Vec<&String> = expected.iter().collect();
+        assert!(wrapped("f", &expected, &refs).is_none());
     }
 }

@@ -27,6 +27,22 @@ pub enum WorkbookError {
     #[error("weights do not fit the model ({} problem(s)):\n  - {}", .0.len(), .0.join("\n  - "))]
     WeightsMismatch(Vec<String>),
 
+    /// Every parameter a model expects is in the weights, but under a wrapper's prefix:
+    /// PyTorch's `DataParallel` and `DistributedDataParallel` save `module.conv1.lin.weight`
+    /// for `conv1.lin.weight` (`torch.compile` saves `_orig_mod.`). Names the prefix, an
+    /// example and both fixes.
+    #[error("{origin}: the weights were saved from a wrapped model: every parameter name starts with '{prefix}' ('{example}' where the model expects '{expected}'); {} saves names that way. Save the unwrapped model instead ({}), or strip the prefix when loading: checkpoint::load_stripping_prefix(path, config, map_location, \"{prefix}\") (PyTorch: {{k.removeprefix(\"{prefix}\"): v for k, v in state_dict.items()}})", crate::checkpoint::wrapper_of(.prefix).0, crate::checkpoint::wrapper_of(.prefix).1)]
+    WrappedWeights {
+        /// The file (or `state_dict`) the weights came from.
+        origin: String,
+        /// The wrapper's prefix, `module.` for DataParallel.
+        prefix: String,
+        /// One name as the file has it.
+        example: String,
+        /// The same name as the model expects it.
+        expected: String,
+    },
+
     /// A file could not be read or parsed.
     #[error("{path}: {message}")]
     File { path: PathBuf, message: String },

@@ -39,7 +39,8 @@
 //! ## What this crate is, and what it is not
 //!
 //! The core: tensors and kernels ([`ops`]), [`layers`] and the [`model`], [`placement`] and
-//! [`device`] choice, the transfer [`ledger`], [`datasets`], [`train`]ing, and files
+//! [`device`] choice, the transfer [`ledger`], [`datasets`], [`train`]ing, [`parallel`] (many
+//! devices), and files
 //! ([`checkpoint`], [`tensor_file`], [`graph_file`], [`atomic_write`], [`export`]). Its
 //! dependencies are candle, safetensors, serde, rand, rayon, tempfile, thiserror, prost (the
 //! ONNX messages), the `planetoid` reader and `workbook-derive` (the `#[derive(Module)]` that

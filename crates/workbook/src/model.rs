@@ -342,10 +342,14 @@ impl Layer {
     }
 }
 
-/// A [`TensorMap`] that prefixes names (`conv1.`) before passing them on.
+/// A [`TensorMap`] that prefixes names (`conv1.`) before passing them on, with the layer's own
+/// placement as the `from` of tensors that do not name one: the layers of a split model
+/// ([`crate::parallel::model_parallel`]) live on different devices, and a move must copy each
+/// from where it really is.
 struct Prefixed<'m> {
     inner: &'m mut dyn TensorMap,
     prefix: String,
+    at: Placement,
 }
 
 impl TensorMap for Prefixed<'_> {
@@ -359,6 +363,7 @@ impl TensorMap for Prefixed<'_> {
         t: &Tensor,
         from: Option<&Placement>,
     ) -> Result<Tensor> {
+        let from = from.or(Some(&self.at));
         self.inner
             .tensor(&format!("{}{name}", self.prefix), kind, t, from)
     }
@@ -409,6 +414,7 @@ impl Module for Model {
                 l.map_tensors(&mut Prefixed {
                     inner: &mut *m,
                     prefix: self.config.prefix(k),
+                    at: l.as_graph_layer().placement().clone(),
                 })
             })
             .collect::<Result<_>>()?;
@@ -502,6 +508,40 @@ impl Model {
         Ok((model, varmap))
     }
 
+    /// A model of already built layers (the stages of a split model put back together).
+    pub(crate) fn from_layers(config: ModelConfig, layers: Vec<Layer>) -> Self {
+        Self { config, layers }
+    }
+
+    /// The name of layer `k` (0-based) as ledger entries and errors say it: `conv{k+1}`, or the
+    /// layer's class (`GCNConv`) for a bare single layer.
+    pub fn layer_name(&self, k: usize) -> String {
+        let prefix = self.config.prefix(k);
+        match self.layers.get(k) {
+            Some(l) if prefix.is_empty() => l.as_graph_layer().layer_type().to_string(),
+            _ => prefix.trim_end_matches('.').to_string(),
+        }
+    }
+
+    /// Each layer's name (`conv1`, ...) with its placement. A model built or moved as a whole
+    /// has one placement throughout; the layers of a model-parallel model
+    /// ([`crate::parallel::model_parallel`]) differ.
+    pub fn layer_placements(&self) -> Vec<(String, &Placement)> {
+        self.layers
+            .iter()
+            .enumerate()
+            .map(|(k, l)| (self.layer_name(k), l.as_graph_layer().placement()))
+            .collect()
+    }
+
+    /// Whether the layers sit on more than one device (a model-parallel model's layers).
+    pub fn is_split(&self) -> bool {
+        let home = Module::placement(self);
+        self.layers
+            .iter()
+            .any(|l| l.as_graph_layer().placement() != home)
+    }
+
     /// The same model, its placement named `at` without moving anything.
     fn placed(&self, at: &Placement) -> Result<Self> {
         self.map_tensors(&mut Relabel(at.clone()))
@@ -509,6 +549,9 @@ impl Model {
 
     /// Builds the model from named tensors (e.g. a PyG `state_dict`), after checking that every
     /// expected parameter is present with the right shape; all problems are reported at once.
+    /// Names saved from a wrapped model (`module.conv1.lin.weight`, PyTorch's `DataParallel`)
+    /// are reported as [`WorkbookError::WrappedWeights`] with the fix
+    /// ([`crate::checkpoint::strip_prefix`]).
     /// The parameters are copied into trainable variables on `at`, so training can resume.
     pub fn from_tensors(
         config: ModelConfig,
@@ -516,6 +559,15 @@ impl Model {
         at: impl Into<Placement>,
     ) -> Result<Self> {
         let at = at.into();
+        let expected: Vec<String> = config
+            .parameter_shapes()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        let names: Vec<&String> = tensors.keys().collect();
+        if let Some(err) = crate::checkpoint::wrapped("state_dict", &expected, &names) {
+            return Err(err);
+        }
         let mut problems = Vec::new();
         for (name, shape) in config.parameter_shapes() {
             match tensors.get(&name) {
@@ -553,7 +605,8 @@ impl Model {
         Self::new(config, vb)?.placed(&at)
     }
 
-    /// Where the parameters live (the first layer's placement).
+    /// Where the parameters live (the first layer's placement; see [`Model::layer_placements`]
+    /// for a model whose layers are split across devices).
     pub fn placement(&self) -> &Placement {
         Module::placement(self)
     }

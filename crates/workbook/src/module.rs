@@ -316,11 +316,24 @@ pub trait Module {
 }
 
 /// Moves parameters (as fresh trainable variables) and buffers, recording each in the ledger.
-struct Mover {
+pub(crate) struct Mover {
     from: Placement,
     to: Placement,
     prefix: String,
     buffers: bool,
+}
+
+impl Mover {
+    /// Moves tensors living on `from` (unless they say otherwise) to `to`, naming ledger entries
+    /// `{prefix}{name}`; `buffers = false` leaves buffers where they are.
+    pub(crate) fn new(from: &Placement, to: &Placement, prefix: &str, buffers: bool) -> Self {
+        Self {
+            from: from.clone(),
+            to: to.clone(),
+            prefix: prefix.to_string(),
+            buffers,
+        }
+    }
 }
 
 impl TensorMap for Mover {

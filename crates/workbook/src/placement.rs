@@ -215,7 +215,9 @@ impl Placement {
         Ok(tensor.to_vec1::<T>()?)
     }
 
-    fn record(&self, from: &Placement, to: &Placement, bytes: u64, what: &str) {
+    /// Records a copy of `bytes` from `from` to `to` in the ledgers of both (once if they share
+    /// one), for copies made outside [`Placement::move_tensor`] (candle's backward pass).
+    pub(crate) fn record(&self, from: &Placement, to: &Placement, bytes: u64, what: &str) {
         let (a, b) = (from.ledger.as_ref(), to.ledger.as_ref());
         let (from, to) = (from.to_string(), to.to_string());
         if let Some(l) = b {

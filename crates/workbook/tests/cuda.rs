@@ -172,3 +172,57 @@ fn ledger_on_gpu_counts_like_sim_and_checkpoint_loads_on_cpu() {
         );
     }
 }
+
+/// Model parallelism across two real devices: conv1 on the host, conv2 on the GPU (one GPU is
+/// enough for two devices). candle's `to_device` is differentiated, so the gradient crosses
+/// back; dropout is off because the GPU draws its own masks.
+#[test]
+#[cfg_attr(
+    not(feature = "cuda"),
+    ignore = "needs a GPU: cargo test --features cuda"
+)]
+fn model_parallel_across_cpu_and_gpu_trains_like_one_device() {
+    use workbook::ledger::Ledger;
+    use workbook::parallel::model_parallel::ModelParallel;
+    use workbook::train::{TrainConfig, Trainer};
+    use workbook::{Model, ModelConfig, Placement};
+    let Some(gpu) = gpu_placement("model_parallel_across_cpu_and_gpu_trains_like_one_device")
+    else {
+        return;
+    };
+    let graph = workbook::datasets::load("cora", None, Placement::cpu()).unwrap();
+    let mut config = ModelConfig::gcn(1433, 16, 7);
+    config.dropout = 0.0;
+    let recipe = TrainConfig::gcn();
+    let (model, _) = Model::init(config, 0, Placement::cpu()).unwrap();
+    let ledger = Ledger::new();
+    let stages = [
+        Placement::cpu().with_ledger(&ledger),
+        gpu.clone().with_ledger(&ledger),
+    ];
+    let mp = ModelParallel::new(&model, &stages).unwrap();
+    let g = mp.place_graph(&graph).unwrap();
+    let mut trainer = Trainer::from_model(model, &recipe).unwrap();
+    let mut optimizers = mp.optimizers(&recipe).unwrap();
+    let mut dropout = recipe.dropout(mp.placements()[0].device());
+    for step in 1..=5 {
+        let want = trainer.epoch(&graph).unwrap().loss;
+        ledger.set_phase(format!("step {step}"));
+        let got = mp.train_step(&g, &mut optimizers, &mut dropout).unwrap();
+        assert!((want - got).abs() < 1e-4, "step {step}: {want} vs {got}");
+        let crossing: Vec<(String, String, u64)> = ledger
+            .in_phase(&format!("step {step}"))
+            .into_iter()
+            .filter(|t| t.what.starts_with("activation"))
+            .map(|t| (t.from, t.to, t.bytes))
+            .collect();
+        let bytes = 2708 * 16 * 4;
+        assert_eq!(
+            crossing,
+            [
+                ("cpu".to_string(), gpu.to_string(), bytes),
+                (gpu.to_string(), "cpu".to_string(), bytes)
+            ]
+        );
+    }
+}

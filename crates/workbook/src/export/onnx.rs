@@ -664,8 +664,17 @@ fn gatv2_layer(
 
 /// Builds the ONNX model of `model` (its eval-mode forward pass; dropout is not exported).
 /// Run [`crate::export::preflight::check`] first: this function only refuses what it cannot
-/// express (non-f32 parameters, an `edge_weight` input for GATv2 layers).
+/// express (non-f32 parameters, an `edge_weight` input for GATv2 layers) and a model whose
+/// layers are split across devices.
 pub fn to_onnx(model: &Model, options: &OnnxOptions) -> Result<ModelProto> {
+    // A split model would export (its weights are readable wherever they are) but its own
+    // forward pass refuses to run: name the split rather than write a file of a model that
+    // does not run here.
+    if let Some(split) = crate::export::preflight::split_problem(model) {
+        return Err(WorkbookError::InvalidConfig(format!(
+            "ONNX export needs the model on one device: {split}"
+        )));
+    }
     if let Some((name, t)) = model
         .named_parameters()
         .into_iter()

@@ -4,7 +4,9 @@
 //!
 //! * **devices** — every parameter and cached buffer on one device (PyTorch: *"Expected all
 //!   tensors to be on the same device"* during tracing), and the example inputs on it (the
-//!   dummy input must be on the model's device);
+//!   dummy input must be on the model's device). A model-parallel model, whose layers sit on
+//!   several devices ([`crate::parallel::model_parallel`]), is named as such with the fix:
+//!   `model_parallel.into_model(&Placement::cpu())` first;
 //! * **float32** — parameters in float32; a model converted to f16/bf16 for inference must be
 //!   converted back with [`Model::to_dtype`] (PyTorch: `model.float()`);
 //! * **eval mode** — dropout off: the export is of the evaluation forward pass (PyTorch:
@@ -106,27 +108,35 @@ impl<'m> Preflight<'m> {
         let mut problems = Vec::new();
         let mut checks = Vec::new();
 
-        // 1. one device for parameters and buffers
+        // 1. one device for parameters and buffers: first the layers (a model-parallel model's
+        // are split), then each tensor against its own layer's placement
         let mut before = problems.len();
-        for (name, p) in model.parameter_placements() {
-            if p != at {
+        if let Some(split) = split_problem(model) {
+            problems.push(split);
+        }
+        let layer_at = |name: &str| layer_placement(model, name).unwrap_or(at);
+        let placements = model.parameter_placements();
+        for (name, p) in &placements {
+            let home = layer_at(name);
+            if *p != home {
                 problems.push(format!(
-                    "parameter '{name}' is on {p} but the model is on {at}; move the whole model with model.to_device(...)"
+                    "parameter '{name}' is on {p} but the model is on {home}; move the whole model with model.to_device(...)"
                 ));
             }
         }
-        for (name, t) in model.named_parameters() {
-            if !t.device().same_device(at.device()) {
+        for ((name, t), (_, p)) in model.named_parameters().iter().zip(&placements) {
+            if !t.device().same_device(p.device()) {
                 problems.push(format!(
-                    "parameter '{name}' lives on {:?} but the model claims {at}; rebuild it with model.to_device(...)",
+                    "parameter '{name}' lives on {:?} but the model claims {p}; rebuild it with model.to_device(...)",
                     t.device().location()
                 ));
             }
         }
         for (name, p) in model.buffer_placements() {
-            if p != at {
+            let home = layer_at(&name);
+            if p != home {
                 problems.push(format!(
-                    "buffer '{name}' is on {p} but the model is on {at}; use model.to_device(...) (moves buffers too) or model.clear_cache()"
+                    "buffer '{name}' is on {p} but the model is on {home}; use model.to_device(...) (moves buffers too) or model.clear_cache()"
                 ));
             }
         }
@@ -251,6 +261,37 @@ impl<'m> Preflight<'m> {
             Err(WorkbookError::Preflight(problems))
         }
     }
+}
+
+/// The placement of the layer that owns the tensor `name` (`conv2.lin.weight` belongs to
+/// `conv2`; a bare single layer owns every name).
+fn layer_placement<'m>(model: &'m Model, name: &str) -> Option<&'m Placement> {
+    let config = model.config();
+    model.layers().iter().enumerate().find_map(|(k, l)| {
+        name.starts_with(&config.prefix(k))
+            .then(|| l.as_graph_layer().placement())
+    })
+}
+
+/// The problem of a model whose layers sit on several devices (a model-parallel model, see
+/// [`crate::parallel::model_parallel`]), naming the first parameter off the first layer's
+/// device, both devices and the fix; `None` for a model on one device.
+pub fn split_problem(model: &Model) -> Option<String> {
+    let at = model.placement();
+    let layers = model.layer_placements();
+    let (k, (layer, elsewhere)) = layers.iter().enumerate().find(|(_, (_, p))| *p != at)?;
+    let tensor = model.layers()[k]
+        .as_graph_layer()
+        .named_parameters()
+        .into_iter()
+        .next()
+        .map(|(n, _)| format!("parameter '{}{n}'", model.config().prefix(k)))
+        .unwrap_or_else(|| format!("layer '{layer}'"));
+    let all: Vec<String> = layers.iter().map(|(n, p)| format!("{n} on {p}")).collect();
+    Some(format!(
+        "{tensor} is on {elsewhere} but the model's first layer is on {at}: its layers are split across devices ({}), as a model-parallel model leaves them; put the whole model on one device first: model_parallel.into_model(&Placement::cpu()) (or model.to_device(&Placement::cpu()))",
+        all.join(", ")
+    ))
 }
 
 /// [`Preflight::check`] in evaluation mode.

@@ -1,26 +1,31 @@
 //! Many devices: data parallelism (a replica per device, gradients reduced, parameters
-//! broadcast) and the failures that come with it, named on simulated devices `sim:1,sim:2` as
-//! on `cuda:0,cuda:1`.
+//! broadcast), model parallelism in miniature (a layer per device), and the failures that come
+//! with them, named on simulated devices `sim:1,sim:2` as on `cuda:0,cuda:1`.
 //!
 //! - [`collective`]: reduce and broadcast, declared once as a trait ([`Collective`]); the
 //!   host implementation records every copy in the ledger, and NCCL would go behind the same
 //!   trait.
 //! - [`data_parallel`]: [`DataParallel`], the replicas and one training step.
 //! - [`trainer`]: [`DataParallelTrainer`], mini-batch epochs over the replicas.
+//! - [`model_parallel`]: [`ModelParallel`](model_parallel::ModelParallel), each layer on its
+//!   own device, the activations moved explicitly between them, every move in the ledger.
 //!
 //! ```
 //! use workbook::{placement::Placement, Model, ModelConfig};
-//! use workbook::parallel::DataParallel;
+//! use workbook::parallel::{model_parallel::ModelParallel, DataParallel};
 //! use workbook::train::TrainConfig;
 //! let (model, _) = Model::init(ModelConfig::gcn(4, 8, 2), 0, &Placement::cpu()).unwrap();
 //! let dp = DataParallel::new(&model, &[Placement::sim(1), Placement::sim(2)], &TrainConfig::gcn()).unwrap();
 //! assert_eq!(dp.replicas()[1].placement().to_string(), "sim:2");
+//! let mp = ModelParallel::new(&model, &[Placement::sim(1), Placement::sim(2)]).unwrap();
+//! assert_eq!(mp.placements().len(), 2);
 //! let model = dp.into_module(); // unwrap before saving or exporting
 //! assert_eq!(model.placement().to_string(), "sim:1");
 //! ```
 
 pub mod collective;
 pub mod data_parallel;
+pub mod model_parallel;
 pub mod trainer;
 
 pub use collective::{Collective, HostCollective};

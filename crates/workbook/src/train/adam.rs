@@ -20,6 +20,7 @@
 use crate::error::{Result, WorkbookError};
 use crate::model::Model;
 use crate::placement::{check_all, Placed, Placement, Role};
+use candle_core::backprop::GradStore;
 use candle_core::{Tensor, Var};
 
 struct Slot {
@@ -65,6 +66,17 @@ impl Adam {
             })
             .collect();
         Ok(Self::new_on(params, lr, model.placement().clone())?)
+    }
+
+    /// An optimiser over `(name, variable, weight_decay)` triples that live on `at` (which a
+    /// bare variable cannot say when `at` is a simulated device); its state is created there.
+    /// One per stage of a model-parallel model keeps each stage's state with its parameters.
+    pub fn with_placement(
+        params: Vec<(String, Var, f64)>,
+        lr: f64,
+        at: impl Into<Placement>,
+    ) -> Result<Self> {
+        Ok(Self::new_on(params, lr, at.into())?)
     }
 
     fn new_on(
@@ -245,6 +257,15 @@ impl Adam {
                     .iter()
                     .any(|(n, t)| *n == s.name && t.id() == s.var.as_tensor().id())
             })
+    }
+
+    /// Updates every parameter from gradients already computed (`loss.backward()`), after
+    /// checking that the state is on the parameters' device: PyTorch's `optimizer.step()`, for
+    /// several optimisers that share one backward pass (one per stage of a model-parallel
+    /// model). A parameter without a gradient is left as it is.
+    pub fn step(&mut self, grads: &GradStore) -> Result<()> {
+        self.check_placement()?;
+        self.update(|slot| grads.get(slot.var.as_tensor()).cloned())
     }
 
     fn update(&mut self, grad_of: impl Fn(&Slot) -> Option<Tensor>) -> Result<()> {

@@ -118,7 +118,11 @@ impl TrainReport {
 
 /// Correct predictions on the train, validation and test nodes, as an `f32 [3]` tensor on the
 /// graph's device (nothing is read back).
-fn correct_counts(logits: &Tensor, y: &Tensor, split: &crate::graph::Split) -> Result<Tensor> {
+pub(crate) fn correct_counts(
+    logits: &Tensor,
+    y: &Tensor,
+    split: &crate::graph::Split,
+) -> Result<Tensor> {
     let pred = logits.argmax(D::Minus1)?;
     let counts = [&split.train, &split.val, &split.test]
         .into_iter()
@@ -134,7 +138,7 @@ fn correct_counts(logits: &Tensor, y: &Tensor, split: &crate::graph::Split) -> R
 }
 
 /// Turns correct counts into accuracies (NaN for an empty set).
-fn to_accuracy(counts: &[f32], split: &crate::graph::Split) -> Result<[f32; 3]> {
+pub(crate) fn to_accuracy(counts: &[f32], split: &crate::graph::Split) -> Result<[f32; 3]> {
     let mut out = [0f32; 3];
     for ((slot, &c), ids) in out
         .iter_mut()
@@ -156,7 +160,7 @@ pub fn accuracies(logits: &Tensor, graph: &Graph) -> Result<[f32; 3]> {
     to_accuracy(&counts, split)
 }
 
-fn labelled(graph: &Graph) -> Result<(&Tensor, &crate::graph::Split)> {
+pub(crate) fn labelled(graph: &Graph) -> Result<(&Tensor, &crate::graph::Split)> {
     match (graph.y(), graph.split()) {
         (Some(y), Some(s)) => Ok((y, s)),
         _ => Err(WorkbookError::InvalidGraph(format!(
