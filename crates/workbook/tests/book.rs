@@ -680,6 +680,80 @@ fn ch06_the_failures() {
     generated("ch06_failures.txt", &text);
 }
 
+#[test]
+fn ch06_module_prefix() {
+    use workbook::tensor_file;
+    let mut text = String::new();
+    let dir = tempfile::tempdir().unwrap();
+    let config = ModelConfig::gcn(1433, 16, 7);
+    let (model, _) = Model::init(config.clone(), 0, Placement::cpu()).unwrap();
+    // What PyTorch's torch.save(dp.state_dict(), path) writes: every name prefixed `module.`.
+    let prefixed: Vec<_> = model
+        .named_parameters()
+        .into_iter()
+        .map(|(n, t)| (format!("module.{n}"), t))
+        .collect();
+    let path = dir.path().join("dp.safetensors");
+    tensor_file::write(&path, &prefixed, None).unwrap();
+    // ANCHOR: ch06_module_prefix
+    let err = checkpoint::load_with_config(&path, config.clone(), Placement::sim(1)).unwrap_err();
+    // The fix when the file cannot be saved again from dp.module: strip the prefix on load.
+    let model =
+        checkpoint::load_stripping_prefix(&path, config, Placement::sim(1), "module.").unwrap();
+    // ANCHOR_END: ch06_module_prefix
+    // The temporary folder changes every run: show the file name only.
+    let folder = format!("{}{}", dir.path().display(), std::path::MAIN_SEPARATOR);
+    say(&mut text, err.to_string().replace(&folder, ""));
+    say(
+        &mut text,
+        format!(
+            "loaded with the prefix stripped: {} parameters on {}",
+            model.named_parameters().len(),
+            model.placement()
+        ),
+    );
+    generated("ch06_module_prefix.txt", &text);
+}
+
+#[test]
+fn ch06_model_parallel() {
+    use workbook::parallel::model_parallel::ModelParallel;
+    let mut text = String::new();
+    let graph = datasets::load("cora", None, Placement::cpu()).unwrap();
+    // ANCHOR: ch06_model_parallel
+    let ledger = Ledger::new();
+    let stages = [
+        Placement::sim(1).with_ledger(&ledger), // conv1
+        Placement::sim(2).with_ledger(&ledger), // conv2
+    ];
+    let config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+    let (model, _) = Model::init(config, 0, Placement::cpu()).unwrap();
+    ledger.set_phase("split");
+    let mp = ModelParallel::new(&model, &stages).unwrap(); // each layer to its device
+    let placed = mp.place_graph(&graph).unwrap(); // x to sim:1, edges to both, labels to sim:2
+    let recipe = TrainConfig::gcn();
+    let mut optimizers = mp.optimizers(&recipe).unwrap(); // one Adam per stage, state with it
+    let mut dropout = recipe.dropout(stages[0].device());
+    ledger.set_phase("step 1");
+    let loss = mp.train_step(&placed, &mut optimizers, &mut dropout).unwrap();
+    // ANCHOR_END: ch06_model_parallel
+    say(&mut text, ledger.table().trim_end());
+    say(&mut text, format!("loss {loss:.4}"));
+    // ANCHOR: ch06_model_parallel_export
+    // The split model as it is: its own forward pass meets conv2 on sim:2.
+    let on_sim1 = graph.to_device(&stages[0]).unwrap();
+    let err = mp.model().forward_graph(&on_sim1).unwrap_err();
+    // Gathered on one device, it is an ordinary model again (for export or one-device serving).
+    let whole = mp.into_model(Placement::cpu()).unwrap();
+    // ANCHOR_END: ch06_model_parallel_export
+    say(&mut text, err);
+    say(
+        &mut text,
+        format!("gathered on {}: split = {}", whole.placement(), whole.is_split()),
+    );
+    generated("ch06_model_parallel.txt", &text);
+}
+
 /// The seeds' labels of `batch`, on the host.
 fn seed_labels(batch: &workbook::loader::Batch) -> Vec<u32> {
     batch
