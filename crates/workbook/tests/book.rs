@@ -490,7 +490,7 @@ fn ch06_data_parallel_step() {
     let loss = step.loss().unwrap();
     ledger.set_phase("sync check");
     let sync = dp.check_in_sync().unwrap(); // every replica bit for bit equal to the first
-    // ANCHOR_END: ch06_step
+                                            // ANCHOR_END: ch06_step
     say(&mut text, ledger.table().trim_end());
     let kind = |prefix: &str| -> u64 {
         ledger
@@ -545,7 +545,11 @@ fn ch06_one_device_or_two() {
         let batches = ch06_two_batches(&graph, 32, 1, (2 * s) % 4);
         // ANCHOR: ch06_one_device
         // Two devices: replica k takes batch k, its loss scaled by its share of the seeds.
-        let two = dp.step(&dp.scatter(&batches).unwrap()).unwrap().loss().unwrap();
+        let two = dp
+            .step(&dp.scatter(&batches).unwrap())
+            .unwrap()
+            .loss()
+            .unwrap();
         // One device, the same two batches: the mean loss over all their seeds.
         let mut sum: Option<workbook::candle_core::Tensor> = None;
         let mut seeds = 0;
@@ -586,7 +590,12 @@ fn ch06_one_device_or_two() {
         .iter()
         .map(|(name, t)| {
             let d = (t - &reference[name]).unwrap().abs().unwrap();
-            d.flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap()
+            d.flatten_all()
+                .unwrap()
+                .max(0)
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap()
         })
         .fold(0f32, f32::max);
     say(
@@ -611,7 +620,9 @@ fn ch06_the_failures() {
     // PyTorch: a replica on cuda:1 still reading a weight from cuda:0.
     let (model, _) = Model::init(config.clone(), 0, &devices[0]).unwrap();
     let replicas = vec![model.clone(), model.clone()]; // the second replica never moved
-    let err = DataParallel::from_replicas(replicas, &devices, &recipe).err().unwrap();
+    let err = DataParallel::from_replicas(replicas, &devices, &recipe)
+        .err()
+        .unwrap();
     // The fix: a copy per device (DataParallel::new does exactly this).
     let replicas = vec![model.clone(), model.to_device(&devices[1]).unwrap()];
     let dp = DataParallel::from_replicas(replicas, &devices, &recipe).unwrap();
@@ -621,11 +632,13 @@ fn ch06_the_failures() {
     // ANCHOR: ch06_gather
     let on_devices = dp.scatter(&batches).unwrap();
     let out = dp.forward_gather(&on_devices, &devices[0]).unwrap(); // output_device = sim:1
-    let y: Vec<u32> = batches.iter().flat_map(|b| seed_labels(b)).collect();
+    let y: Vec<u32> = batches.iter().flat_map(seed_labels).collect();
     let y_on_sim2 = workbook::candle_core::Tensor::new(y.as_slice(), devices[1].device()).unwrap();
     let err = out.cross_entropy(&y_on_sim2, &devices[1]).err().unwrap();
     // The fix: the labels where the outputs were gathered.
-    let y = devices[0].move_tensor(&y_on_sim2, &devices[1], "y").unwrap();
+    let y = devices[0]
+        .move_tensor(&y_on_sim2, &devices[1], "y")
+        .unwrap();
     let loss = out.cross_entropy(&y, &devices[0]).unwrap();
     // ANCHOR_END: ch06_gather
     say(&mut text, format!("2. {err}"));
@@ -735,7 +748,9 @@ fn ch06_model_parallel() {
     let mut optimizers = mp.optimizers(&recipe).unwrap(); // one Adam per stage, state with it
     let mut dropout = recipe.dropout(stages[0].device());
     ledger.set_phase("step 1");
-    let loss = mp.train_step(&placed, &mut optimizers, &mut dropout).unwrap();
+    let loss = mp
+        .train_step(&placed, &mut optimizers, &mut dropout)
+        .unwrap();
     // ANCHOR_END: ch06_model_parallel
     say(&mut text, ledger.table().trim_end());
     say(&mut text, format!("loss {loss:.4}"));
@@ -749,7 +764,11 @@ fn ch06_model_parallel() {
     say(&mut text, err);
     say(
         &mut text,
-        format!("gathered on {}: split = {}", whole.placement(), whole.is_split()),
+        format!(
+            "gathered on {}: split = {}",
+            whole.placement(),
+            whole.is_split()
+        ),
     );
     generated("ch06_model_parallel.txt", &text);
 }
@@ -816,7 +835,7 @@ fn ch06_train_on_two_devices() {
     })
     .unwrap();
     let model = trainer.into_module(); // unwrapped: save, export or serve this
-    // ANCHOR_END: ch06_train
+                                       // ANCHOR_END: ch06_train
     for line in &every_10th {
         say(&mut text, line);
     }

@@ -31,6 +31,9 @@ const REDUCE: RGBColor = RGBColor(214, 39, 40);
 const BROADCAST: RGBColor = RGBColor(255, 127, 14);
 const TIME: RGBColor = RGBColor(44, 160, 44);
 
+/// Reads one kind of bytes per step from a measurement.
+type Bytes = fn(&DataParallelPoint) -> f64;
+
 /// What one run over `devices` simulated devices measured, per optimiser step (averaged over
 /// the measured epochs).
 #[derive(Clone, Debug, PartialEq)]
@@ -95,8 +98,7 @@ pub fn measure_data_parallel(
                         reduce += tr.bytes;
                     } else if tr.what.starts_with("broadcast ") {
                         broadcast += tr.bytes;
-                    } else if tr.what.starts_with("batch.") || tr.what.starts_with("edge_index (")
-                    {
+                    } else if tr.what.starts_with("batch.") || tr.what.starts_with("edge_index (") {
                         batch += tr.bytes;
                     }
                 }
@@ -162,7 +164,7 @@ fn draw(
         .x_desc("devices (sim:1 .. sim:N)")
         .y_desc("MB")
         .draw()?;
-    let kinds: [(&str, RGBColor, fn(&DataParallelPoint) -> f64); 3] = [
+    let kinds: [(&str, RGBColor, Bytes); 3] = [
         ("batch parts", BATCH, |p| p.batch_bytes),
         ("gradient reduce", REDUCE, |p| p.reduce_bytes),
         ("parameter broadcast", BROADCAST, |p| p.broadcast_bytes),
