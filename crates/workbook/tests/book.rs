@@ -1,4 +1,4 @@
-//! The book's listings (chapters 1 to 5 and the capstone), compiled and run by `cargo test`.
+//! The book's listings (chapters 1 to 6 and the capstone), compiled and run by `cargo test`.
 //!
 //! `book/src/*.md` includes the code between `ANCHOR` markers, and the text these tests print
 //! into `book/src/generated/` (error messages, tables, ledgers). A test fails when a generated
@@ -441,6 +441,421 @@ fn ch05_mini_batches() {
     say(&mut text, err);
     say(&mut text, left_behind);
     generated("ch05_mistakes.txt", &text);
+}
+
+/// Two batches of `seeds` training seeds each from Cora, epoch `epoch` (chapter 6).
+fn ch06_two_batches(
+    graph: &workbook::Graph,
+    seeds: usize,
+    epoch: u64,
+    first: usize,
+) -> Vec<workbook::loader::Batch> {
+    use workbook::loader::{InputNodes, LoaderConfig, NeighborLoader};
+    let loader = NeighborLoader::new(
+        graph,
+        LoaderConfig {
+            input_nodes: InputNodes::Train,
+            shuffle: true,
+            ..LoaderConfig::new(&[10, 10], seeds)
+        },
+    )
+    .unwrap();
+    (first..first + 2)
+        .map(|b| loader.batch(epoch, b).unwrap())
+        .collect()
+}
+
+#[test]
+fn ch06_data_parallel_step() {
+    use workbook::parallel::DataParallel;
+    let mut text = String::new();
+    let graph = datasets::load("cora", None, Placement::cpu()).unwrap();
+    let batches = ch06_two_batches(&graph, 32, 1, 0);
+
+    // ANCHOR: ch06_step
+    let ledger = Ledger::new();
+    let devices = [
+        Placement::sim(1).with_ledger(&ledger), // PyTorch: device_ids=[0, 1]
+        Placement::sim(2).with_ledger(&ledger),
+    ];
+    let config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+    let (model, _) = Model::init(config, 0, Placement::cpu()).unwrap();
+    // Once: a replica per device, every parameter copied (phase "replicate to sim:N").
+    let mut dp = DataParallel::new(&model, &devices, &TrainConfig::gcn()).unwrap();
+    // Every step: batch k to device k, a forward and backward pass per replica, the gradients
+    // reduced onto sim:1, one Adam step there, the new parameters broadcast to sim:2.
+    ledger.set_phase("step 1");
+    let on_devices = dp.scatter(&batches).unwrap(); // two batches of 32 seeds
+    let step = dp.step(&on_devices).unwrap();
+    let loss = step.loss().unwrap();
+    ledger.set_phase("sync check");
+    let sync = dp.check_in_sync().unwrap(); // every replica bit for bit equal to the first
+                                            // ANCHOR_END: ch06_step
+    say(&mut text, ledger.table().trim_end());
+    let kind = |prefix: &str| -> u64 {
+        ledger
+            .in_phase("step 1")
+            .iter()
+            .filter(|t| t.what.starts_with(prefix))
+            .map(|t| t.bytes)
+            .sum()
+    };
+    let params: u64 = dp
+        .module()
+        .named_parameters()
+        .iter()
+        .map(|(_, t)| workbook::placement::bytes_of(t))
+        .sum();
+    let parts = kind("batch.") + kind("edge_index (");
+    say(
+        &mut text,
+        format!(
+            "step 1 by kind: batch parts {parts} B, reduce {} B, broadcast {} B (parameters: {params} B)",
+            kind("reduce "),
+            kind("broadcast ")
+        ),
+    );
+    say(
+        &mut text,
+        format!("loss {loss:.4}; replicas in sync: {}", sync.in_sync),
+    );
+    assert!(sync.in_sync);
+    assert_eq!(kind("reduce "), params);
+    assert_eq!(kind("broadcast "), params);
+    generated("ch06_step.txt", &text);
+}
+
+#[test]
+fn ch06_one_device_or_two() {
+    use workbook::parallel::DataParallel;
+    let mut text = String::new();
+    let graph = datasets::load("cora", None, Placement::cpu()).unwrap();
+    let mut config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+    config.dropout = 0.0; // the same computation on both sides
+    let (model, _) = Model::init(config, 0, Placement::cpu()).unwrap();
+    let devices = [Placement::sim(1), Placement::sim(2)];
+    let mut dp = DataParallel::new(&model, &devices, &TrainConfig::gcn()).unwrap();
+    let one = model.to_device(Placement::sim(1)).unwrap();
+    let mut opt = TrainConfig::gcn().optimizer(&one).unwrap();
+    say(
+        &mut text,
+        "step  two devices (sim:1,sim:2)  one device (sim:1)  difference",
+    );
+    for s in 0..4 {
+        let batches = ch06_two_batches(&graph, 32, 1, (2 * s) % 4);
+        // ANCHOR: ch06_one_device
+        // Two devices: replica k takes batch k, its loss scaled by its share of the seeds.
+        let two = dp
+            .step(&dp.scatter(&batches).unwrap())
+            .unwrap()
+            .loss()
+            .unwrap();
+        // One device, the same two batches: the mean loss over all their seeds.
+        let mut sum: Option<workbook::candle_core::Tensor> = None;
+        let mut seeds = 0;
+        for b in &batches {
+            let b = b.to_device(Placement::sim(1)).unwrap();
+            let out = one.forward(b.x(), b.edge_index(), b.edge_weight()).unwrap();
+            let (bs, y) = (b.batch_size(), b.y().unwrap());
+            let ce = workbook::candle_nn::loss::cross_entropy(
+                &out.logits.narrow(0, 0, bs).unwrap(),
+                &y.narrow(0, 0, bs).unwrap(),
+            )
+            .unwrap();
+            let part = (ce * bs as f64).unwrap(); // the sum over this batch's seeds
+            sum = Some(match sum {
+                None => part,
+                Some(s) => (s + part).unwrap(),
+            });
+            seeds += bs;
+        }
+        let mean = (sum.unwrap() / seeds as f64).unwrap();
+        let single = mean.to_scalar::<f32>().unwrap();
+        opt.backward_step(&mean).unwrap();
+        // ANCHOR_END: ch06_one_device
+        say(
+            &mut text,
+            format!(
+                "{:>4}  {two:>23.6}  {single:>18.6}  {:>10.1e}",
+                s + 1,
+                (two - single).abs()
+            ),
+        );
+        assert!((two - single).abs() < 1e-5);
+    }
+    let reference: std::collections::HashMap<_, _> = one.named_parameters().into_iter().collect();
+    let largest = dp
+        .module()
+        .named_parameters()
+        .iter()
+        .map(|(name, t)| {
+            let d = (t - &reference[name]).unwrap().abs().unwrap();
+            d.flatten_all()
+                .unwrap()
+                .max(0)
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap()
+        })
+        .fold(0f32, f32::max);
+    say(
+        &mut text,
+        format!("after 4 steps the parameters differ by at most {largest:.1e}"),
+    );
+    assert!(largest < 1e-4);
+    generated("ch06_one_device.txt", &text);
+}
+
+#[test]
+fn ch06_the_failures() {
+    use workbook::parallel::DataParallel;
+    let mut text = String::new();
+    let graph = datasets::load("cora", None, Placement::cpu()).unwrap();
+    let batches = ch06_two_batches(&graph, 32, 1, 0);
+    let config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+    let devices = [Placement::sim(1), Placement::sim(2)];
+    let recipe = TrainConfig::gcn();
+
+    // ANCHOR: ch06_replica
+    // PyTorch: a replica on cuda:1 still reading a weight from cuda:0.
+    let (model, _) = Model::init(config.clone(), 0, &devices[0]).unwrap();
+    let replicas = vec![model.clone(), model.clone()]; // the second replica never moved
+    let err = DataParallel::from_replicas(replicas, &devices, &recipe)
+        .err()
+        .unwrap();
+    // The fix: a copy per device (DataParallel::new does exactly this).
+    let replicas = vec![model.clone(), model.to_device(&devices[1]).unwrap()];
+    let dp = DataParallel::from_replicas(replicas, &devices, &recipe).unwrap();
+    // ANCHOR_END: ch06_replica
+    say(&mut text, format!("1. {err}"));
+
+    // ANCHOR: ch06_gather
+    let on_devices = dp.scatter(&batches).unwrap();
+    let out = dp.forward_gather(&on_devices, &devices[0]).unwrap(); // output_device = sim:1
+    let y: Vec<u32> = batches.iter().flat_map(seed_labels).collect();
+    let y_on_sim2 = workbook::candle_core::Tensor::new(y.as_slice(), devices[1].device()).unwrap();
+    let err = out.cross_entropy(&y_on_sim2, &devices[1]).err().unwrap();
+    // The fix: the labels where the outputs were gathered.
+    let y = devices[0]
+        .move_tensor(&y_on_sim2, &devices[1], "y")
+        .unwrap();
+    let loss = out.cross_entropy(&y, &devices[0]).unwrap();
+    // ANCHOR_END: ch06_gather
+    say(&mut text, format!("2. {err}"));
+    assert!(loss.to_scalar::<f32>().unwrap().is_finite());
+
+    // ANCHOR: ch06_optimizer
+    // An optimiser built (or restored) on sim:2, then pointed at the first replica on sim:1.
+    let on_sim2 = model.to_device(&devices[1]).unwrap();
+    let restored = recipe.optimizer(&on_sim2).unwrap();
+    let stale = restored.rebind(dp.module()).unwrap(); // state stays on sim:2
+    let dp = match dp.with_optimizer(stale) {
+        Ok(_) => unreachable!("the stale state is refused"),
+        Err(err) => {
+            say(&mut text, format!("3. {err}"));
+            let (model, _) = Model::init(config.clone(), 0, Placement::cpu()).unwrap();
+            DataParallel::new(&model, &devices, &recipe).unwrap()
+        }
+    };
+    // The fix: move the state with the parameters it updates (PyTorch: map_location).
+    let moved = restored.to_model(dp.module()).unwrap();
+    let mut dp = dp.with_optimizer(moved).unwrap();
+    // ANCHOR_END: ch06_optimizer
+
+    // ANCHOR: ch06_batch
+    // Both batches sent to the first device: replica 1 (sim:2) gets a batch on sim:1.
+    let both_first: Vec<_> = batches
+        .iter()
+        .map(|b| b.to_device(&devices[0]).unwrap())
+        .collect();
+    let err = dp.step(&both_first).err().unwrap();
+    // The fix: scatter, batch k to device k.
+    dp.step(&dp.scatter(&batches).unwrap()).unwrap();
+    // ANCHOR_END: ch06_batch
+    say(&mut text, format!("4. {err}"));
+
+    // ANCHOR: ch06_unwrap
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cora_gcn.safetensors");
+    // checkpoint::save(&dp, &path) does not compile: DataParallel is not a Model.
+    let model = dp.into_module(); // PyTorch: model = dp.module
+    checkpoint::save(&model, &path).unwrap();
+    let back = checkpoint::load(&path, Placement::cpu()).unwrap();
+    // ANCHOR_END: ch06_unwrap
+    say(
+        &mut text,
+        format!(
+            "5. saved the unwrapped model ({} parameters), loaded back on {}",
+            back.named_parameters().len(),
+            back.placement()
+        ),
+    );
+    generated("ch06_failures.txt", &text);
+}
+
+#[test]
+fn ch06_module_prefix() {
+    use workbook::tensor_file;
+    let mut text = String::new();
+    let dir = tempfile::tempdir().unwrap();
+    let config = ModelConfig::gcn(1433, 16, 7);
+    let (model, _) = Model::init(config.clone(), 0, Placement::cpu()).unwrap();
+    // What PyTorch's torch.save(dp.state_dict(), path) writes: every name prefixed `module.`.
+    let prefixed: Vec<_> = model
+        .named_parameters()
+        .into_iter()
+        .map(|(n, t)| (format!("module.{n}"), t))
+        .collect();
+    let path = dir.path().join("dp.safetensors");
+    tensor_file::write(&path, &prefixed, None).unwrap();
+    // ANCHOR: ch06_module_prefix
+    let err = checkpoint::load_with_config(&path, config.clone(), Placement::sim(1)).unwrap_err();
+    // The fix when the file cannot be saved again from dp.module: strip the prefix on load.
+    let model =
+        checkpoint::load_stripping_prefix(&path, config, Placement::sim(1), "module.").unwrap();
+    // ANCHOR_END: ch06_module_prefix
+    // The temporary folder changes every run: show the file name only.
+    let folder = format!("{}{}", dir.path().display(), std::path::MAIN_SEPARATOR);
+    say(&mut text, err.to_string().replace(&folder, ""));
+    say(
+        &mut text,
+        format!(
+            "loaded with the prefix stripped: {} parameters on {}",
+            model.named_parameters().len(),
+            model.placement()
+        ),
+    );
+    generated("ch06_module_prefix.txt", &text);
+}
+
+#[test]
+fn ch06_model_parallel() {
+    use workbook::parallel::model_parallel::ModelParallel;
+    let mut text = String::new();
+    let graph = datasets::load("cora", None, Placement::cpu()).unwrap();
+    // ANCHOR: ch06_model_parallel
+    let ledger = Ledger::new();
+    let stages = [
+        Placement::sim(1).with_ledger(&ledger), // conv1
+        Placement::sim(2).with_ledger(&ledger), // conv2
+    ];
+    let config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+    let (model, _) = Model::init(config, 0, Placement::cpu()).unwrap();
+    ledger.set_phase("split");
+    let mp = ModelParallel::new(&model, &stages).unwrap(); // each layer to its device
+    let placed = mp.place_graph(&graph).unwrap(); // x to sim:1, edges to both, labels to sim:2
+    let recipe = TrainConfig::gcn();
+    let mut optimizers = mp.optimizers(&recipe).unwrap(); // one Adam per stage, state with it
+    let mut dropout = recipe.dropout(stages[0].device());
+    ledger.set_phase("step 1");
+    let loss = mp
+        .train_step(&placed, &mut optimizers, &mut dropout)
+        .unwrap();
+    // ANCHOR_END: ch06_model_parallel
+    say(&mut text, ledger.table().trim_end());
+    say(&mut text, format!("loss {loss:.4}"));
+    // ANCHOR: ch06_model_parallel_export
+    // The split model as it is: its own forward pass meets conv2 on sim:2.
+    let on_sim1 = graph.to_device(&stages[0]).unwrap();
+    let err = mp.model().forward_graph(&on_sim1).unwrap_err();
+    // Gathered on one device, it is an ordinary model again (for export or one-device serving).
+    let whole = mp.into_model(Placement::cpu()).unwrap();
+    // ANCHOR_END: ch06_model_parallel_export
+    say(&mut text, err);
+    say(
+        &mut text,
+        format!(
+            "gathered on {}: split = {}",
+            whole.placement(),
+            whole.is_split()
+        ),
+    );
+    generated("ch06_model_parallel.txt", &text);
+}
+
+/// The seeds' labels of `batch`, on the host.
+fn seed_labels(batch: &workbook::loader::Batch) -> Vec<u32> {
+    batch
+        .y()
+        .unwrap()
+        .narrow(0, 0, batch.batch_size())
+        .unwrap()
+        .to_vec1::<u32>()
+        .unwrap()
+}
+
+#[test]
+fn ch06_sync_check() {
+    use workbook::parallel::DataParallel;
+    let mut text = String::new();
+    let (model, _) = Model::init(ModelConfig::gcn(1433, 16, 7), 0, Placement::cpu()).unwrap();
+    let devices = [Placement::sim(1), Placement::sim(2)];
+    // ANCHOR: ch06_sync
+    let dp = DataParallel::new(&model, &devices, &TrainConfig::gcn()).unwrap();
+    say(&mut text, format!("{:?}", dp.check_in_sync().unwrap()));
+    // A replica that drifted: one weight of the copy on sim:2 nudged by 1e-3.
+    let (_, w) = dp.replicas()[1].vars().unwrap().remove(0);
+    w.set(&(w.as_tensor() + 1e-3).unwrap()).unwrap();
+    let report = dp.check_in_sync().unwrap();
+    // ANCHOR_END: ch06_sync
+    say(&mut text, format!("{report:?}"));
+    assert!(!report.in_sync);
+    generated("ch06_sync.txt", &text);
+}
+
+#[test]
+fn ch06_train_on_two_devices() {
+    use workbook::parallel::train_data_parallel;
+    use workbook::train::minibatch::{Eval, MiniBatchConfig};
+    let mut text = String::new();
+    let graph = datasets::load("cora", None, Placement::cpu()).unwrap();
+    // ANCHOR: ch06_train
+    let ledger = Ledger::new();
+    let devices = [
+        Placement::sim(1).with_ledger(&ledger),
+        Placement::sim(2).with_ledger(&ledger),
+    ];
+    let config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+    let recipe = TrainConfig {
+        epochs: 30,
+        ..TrainConfig::gcn()
+    };
+    let settings = MiniBatchConfig {
+        eval: Eval::FullGraph,
+        ..MiniBatchConfig::new(&[10, 10], 128) // the global batch: 64 seeds per device
+    };
+    let mut every_10th = Vec::new();
+    let trainer = train_data_parallel(config, &graph, &recipe, settings, &devices, |e| {
+        if e.stats.epoch % 10 == 0 {
+            every_10th.push(format!(
+                "epoch {}: {} steps, {} batches, loss {:.4}, test accuracy {:.3}, replicas in sync: {}",
+                e.stats.epoch, e.steps, e.batches, e.stats.loss, e.stats.test_accuracy, e.replicas_in_sync
+            ));
+        }
+    })
+    .unwrap();
+    let model = trainer.into_module(); // unwrapped: save, export or serve this
+                                       // ANCHOR_END: ch06_train
+    for line in &every_10th {
+        say(&mut text, line);
+    }
+    for t in ledger.totals().iter().filter(|t| {
+        t.phase.starts_with("replicate")
+            || t.phase == "init"
+            || t.phase == "epoch 30"
+            || t.phase == "sync 30"
+            || t.phase == "eval 30"
+    }) {
+        say(
+            &mut text,
+            format!(
+                "{:<20} {:>3} transfer(s) {:>10} bytes",
+                t.phase, t.transfers, t.bytes
+            ),
+        );
+    }
+    let _ = model;
+    generated("ch06_train_ledger.txt", &text);
 }
 
 #[test]

@@ -1,11 +1,13 @@
 //! Figures drawn by the code with plotters (SVG: no font libraries needed).
 
+pub mod data_parallel;
 pub mod graph_drawing;
 pub mod line_chart;
 pub mod prefetch_timeline;
 pub mod scaling;
 pub mod training_curves;
 
+pub use data_parallel::{draw_data_parallel, measure_data_parallel, DataParallelPoint};
 pub use graph_drawing::{draw_graph, spring_layout, GraphDrawing};
 pub use line_chart::{draw_line_chart, LineChart, Series};
 pub use prefetch_timeline::draw_prefetch_timeline;

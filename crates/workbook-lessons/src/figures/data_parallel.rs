@@ -1,0 +1,212 @@
+//! Data parallelism on simulated devices: bytes copied per step by kind (batch parts, gradient
+//! reduce, parameter broadcast) and time per step, for 1, 2, ... devices, measured from real
+//! [`DataParallelTrainer`] epochs and the transfer ledger.
+//!
+//! On `sim:N` every device shares the host's cores, so the time shows this library's overheads
+//! (one replica's forward and backward after another, the copies), not a speed-up.
+//!
+//! ```
+//! use workbook_lessons::figures::{draw_data_parallel, DataParallelPoint};
+//! let p = |devices: usize, ms: f64| DataParallelPoint {
+//!     devices, steps: 3, batch_bytes: 1e6, reduce_bytes: 9e4 * (devices - 1) as f64,
+//!     broadcast_bytes: 9e4 * (devices - 1) as f64, step_ms: ms,
+//! };
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("data_parallel.svg");
+//! draw_data_parallel(&path, "GCN on Cora", &[p(1, 10.0), p(2, 18.0)]).unwrap();
+//! assert!(std::fs::read_to_string(&path).unwrap().contains("<svg"));
+//! ```
+
+use plotters::prelude::*;
+use std::path::Path;
+use workbook::error::{Result, WorkbookError};
+use workbook::ledger::Ledger;
+use workbook::parallel::DataParallelTrainer;
+use workbook::train::minibatch::{Eval, MiniBatchConfig};
+use workbook::train::TrainConfig;
+use workbook::{Graph, ModelConfig, Placement};
+
+const BATCH: RGBColor = RGBColor(31, 119, 180);
+const REDUCE: RGBColor = RGBColor(214, 39, 40);
+const BROADCAST: RGBColor = RGBColor(255, 127, 14);
+const TIME: RGBColor = RGBColor(44, 160, 44);
+
+/// Reads one kind of bytes per step from a measurement.
+type Bytes = fn(&DataParallelPoint) -> f64;
+
+/// What one run over `devices` simulated devices measured, per optimiser step (averaged over
+/// the measured epochs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DataParallelPoint {
+    /// Number of devices (`sim:1` .. `sim:N`).
+    pub devices: usize,
+    /// Optimiser steps measured.
+    pub steps: usize,
+    /// Bytes of batch parts (and the structures derived from their edges) copied per step.
+    pub batch_bytes: f64,
+    /// Gradient bytes copied to the first device per step (`reduce grad[...]`).
+    pub reduce_bytes: f64,
+    /// Parameter bytes copied from the first device per step (`broadcast ...`).
+    pub broadcast_bytes: f64,
+    /// Wall time per step (sampling, copies, every replica's forward and backward, reduce,
+    /// optimiser, broadcast), in milliseconds.
+    pub step_ms: f64,
+}
+
+/// Trains GCN on `graph` data-parallel over `sim:1 ..= sim:n` for each `n` of `devices`, with a
+/// global batch of `global_batch` seeds (`[10, 10]` neighbours), and measures epochs 2 to
+/// `1 + epochs` (the first is warm-up). `global_batch` must split evenly over every `n`.
+pub fn measure_data_parallel(
+    graph: &Graph,
+    devices: &[usize],
+    global_batch: usize,
+    epochs: usize,
+) -> Result<Vec<DataParallelPoint>> {
+    if epochs == 0 {
+        return Err(WorkbookError::InvalidConfig(
+            "measure at least one epoch (epochs >= 1)".into(),
+        ));
+    }
+    devices
+        .iter()
+        .map(|&n| {
+            let ledger = Ledger::new();
+            let placements: Vec<Placement> = (1..=n)
+                .map(|k| Placement::sim(k).with_ledger(&ledger))
+                .collect();
+            let config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+            let settings = MiniBatchConfig {
+                eval: Eval::FullGraph,
+                ..MiniBatchConfig::new(&[10, 10], global_batch)
+            };
+            let mut t = DataParallelTrainer::new(
+                config,
+                graph,
+                &TrainConfig::gcn(),
+                settings,
+                &placements,
+            )?;
+            t.epoch()?; // warm-up
+            let (mut steps, mut ms) = (0usize, 0f64);
+            let (mut batch, mut reduce, mut broadcast) = (0u64, 0u64, 0u64);
+            for _ in 0..epochs {
+                let e = t.epoch()?;
+                steps += e.steps;
+                ms += e.stats.step_ms;
+                for tr in ledger.in_phase(&format!("epoch {}", e.stats.epoch)) {
+                    if tr.what.starts_with("reduce ") {
+                        reduce += tr.bytes;
+                    } else if tr.what.starts_with("broadcast ") {
+                        broadcast += tr.bytes;
+                    } else if tr.what.starts_with("batch.") || tr.what.starts_with("edge_index (") {
+                        batch += tr.bytes;
+                    }
+                }
+            }
+            let per = |b: u64| b as f64 / steps.max(1) as f64;
+            Ok(DataParallelPoint {
+                devices: n,
+                steps,
+                batch_bytes: per(batch),
+                reduce_bytes: per(reduce),
+                broadcast_bytes: per(broadcast),
+                step_ms: ms / steps.max(1) as f64,
+            })
+        })
+        .collect()
+}
+
+/// Draws MB per step by kind (stacked bars, left) and milliseconds per step (right) against the
+/// number of devices, into an SVG file, atomically.
+pub fn draw_data_parallel(path: &Path, title: &str, points: &[DataParallelPoint]) -> Result<()> {
+    let finite = points.iter().all(|p| {
+        [p.batch_bytes, p.reduce_bytes, p.broadcast_bytes, p.step_ms]
+            .iter()
+            .all(|v| v.is_finite() && *v >= 0.0)
+    });
+    if points.is_empty() || !finite {
+        return Err(WorkbookError::file(
+            path,
+            "cannot draw the figure without measurements or with negative or non-finite ones",
+        ));
+    }
+    let mut svg = String::new();
+    draw(&mut svg, title, points)
+        .map_err(|e| WorkbookError::file(path, format!("cannot draw the figure: {e}")))?;
+    workbook::atomic_write::write(path, svg.as_bytes())
+}
+
+fn draw(
+    svg: &mut String,
+    title: &str,
+    points: &[DataParallelPoint],
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    let n_max = points.iter().map(|p| p.devices).max().unwrap_or(1) as f64;
+    let root = SVGBackend::with_string(svg, (900, 380)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(title, ("sans-serif", 18))?;
+    let (left, right) = root.split_horizontally(470);
+    let mb = |b: f64| b / 1e6;
+    let top = points
+        .iter()
+        .map(|p| mb(p.batch_bytes + p.reduce_bytes + p.broadcast_bytes))
+        .fold(0.1, f64::max);
+    let mut c = ChartBuilder::on(&left)
+        .caption("MB copied per step, by kind", ("sans-serif", 15))
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(48)
+        .build_cartesian_2d(0.4..n_max + 0.6, 0.0..top * 1.15)?;
+    c.configure_mesh()
+        .disable_x_mesh()
+        .x_labels(points.len())
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_desc("devices (sim:1 .. sim:N)")
+        .y_desc("MB")
+        .draw()?;
+    let kinds: [(&str, RGBColor, Bytes); 3] = [
+        ("batch parts", BATCH, |p| p.batch_bytes),
+        ("gradient reduce", REDUCE, |p| p.reduce_bytes),
+        ("parameter broadcast", BROADCAST, |p| p.broadcast_bytes),
+    ];
+    for (i, (label, colour, value)) in kinds.iter().enumerate() {
+        let colour = *colour;
+        c.draw_series(points.iter().map(|p| {
+            let below: f64 = kinds[..i].iter().map(|k| mb((k.2)(p))).sum();
+            let x = p.devices as f64;
+            Rectangle::new(
+                [(x - 0.3, below), (x + 0.3, below + mb(value(p)))],
+                colour.filled(),
+            )
+        }))?
+        .label(*label)
+        .legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 12, y + 4)], colour.filled()));
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .draw()?;
+
+    let slowest = points.iter().map(|p| p.step_ms).fold(0.1, f64::max);
+    let mut t = ChartBuilder::on(&right)
+        .caption("time per step (shared host cores)", ("sans-serif", 15))
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(48)
+        .build_cartesian_2d(0.6..n_max + 0.4, 0.0..slowest * 1.15)?;
+    t.configure_mesh()
+        .x_labels(points.len())
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_desc("devices (sim:1 .. sim:N)")
+        .y_desc("ms")
+        .draw()?;
+    let line: Vec<(f64, f64)> = points
+        .iter()
+        .map(|p| (p.devices as f64, p.step_ms))
+        .collect();
+    t.draw_series(LineSeries::new(line.clone(), TIME.stroke_width(2)))?;
+    t.draw_series(line.iter().map(|&p| Circle::new(p, 4, TIME.filled())))?;
+    root.present()?;
+    Ok(())
+}
