@@ -1,9 +1,11 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_data_parallel;
 pub mod bench_minibatch;
 pub mod data;
 pub mod demo;
+pub mod devices;
 pub mod export;
 pub mod figures;
 pub mod inspect;
@@ -13,3 +15,4 @@ pub mod prefetch_figure;
 pub mod roofline;
 pub mod serve_demo;
 pub mod train;
+pub mod train_data_parallel;
