@@ -20,8 +20,9 @@ use workbook::train::minibatch::Eval;
 use workbook::train::TrainConfig;
 
 /// Bytes one optimiser step moves, by kind, averaged over the training phases (`epoch N`) of
-/// `ledger`: batches (`batch.*`), gradient reduce (`reduce grad[...]`) and parameter broadcast
-/// (`broadcast ...`).
+/// `ledger`: gradient reduce (`reduce grad[...]`), parameter broadcast (`broadcast ...`), and
+/// the batches (everything else: `batch.x`, ..., and the index structures built for each batch,
+/// `edge_index (CSR)`, `edge_index (self-loops)`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StepBytes {
     pub batch: f64,
@@ -41,14 +42,12 @@ impl StepBytes {
             if !training {
                 continue;
             }
-            let kind = if t.what.starts_with("batch.") {
-                0
-            } else if t.what.starts_with("reduce grad[") {
+            let kind = if t.what.starts_with("reduce grad[") {
                 1
             } else if t.what.starts_with("broadcast ") {
                 2
             } else {
-                continue;
+                0
             };
             sum[kind] += t.bytes;
         }
