@@ -11,12 +11,22 @@ use workbook::device::{self, DeviceSpec};
 use workbook::ledger::Ledger;
 use workbook::placement::Placement;
 
+/// The most devices a list may name: every device holds a whole replica, so a typo such as a
+/// list generated with a million entries would exhaust memory instead of failing clearly.
+pub const MAX_DEVICES: usize = 1024;
+
 /// The parsed `--devices` list, in order (the first holds the optimiser).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceList(pub Vec<DeviceSpec>);
 
 /// clap's value parser for `--devices`: the whole comma-separated list, checked.
 pub fn parse(s: &str) -> Result<DeviceList, String> {
+    let count = s.split(',').count();
+    if count > MAX_DEVICES {
+        return Err(format!(
+            "{count} devices listed: at most {MAX_DEVICES} (each holds a whole replica of the model)"
+        ));
+    }
     let mut specs: Vec<DeviceSpec> = Vec::new();
     for (i, item) in s.split(',').map(str::trim).enumerate() {
         if item.is_empty() {
@@ -92,5 +102,7 @@ mod tests {
         );
         assert!(parse("sim:1,,sim:2").unwrap_err().contains("entry 2"));
         assert!(parse("gpu1").unwrap_err().contains("unknown device 'gpu1'"));
+        let many: Vec<String> = (0..=MAX_DEVICES).map(|i| format!("sim:{i}")).collect();
+        assert!(parse(&many.join(",")).unwrap_err().contains("at most 1024"));
     }
 }
