@@ -15,6 +15,7 @@ use workbook::device::{self, DeviceSpec};
 struct Cli {
     /// Device: auto, cpu, cuda, cuda:N, or sim:N (a simulated device: host memory, checked as
     /// a device of its own). Default: WORKBOOK_DEVICE, else auto (CUDA if present, else cpu).
+    /// For several devices (data parallelism), `train` and `bench` take --devices instead.
     #[arg(long, global = true, value_parser = parse_device)]
     device: Option<DeviceSpec>,
     #[command(subcommand)]

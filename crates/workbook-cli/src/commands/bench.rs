@@ -2,7 +2,8 @@
 //!
 //! `scripts/pyg_bench.py` prints the same keys for PyTorch Geometric on the same graph file, and
 //! `scripts/compare.py` puts the two side by side. `--sweep` runs synthetic graphs of growing size
-//! and `--figure` draws how time and memory grow (the book's scaling figure).
+//! and `--figure` draws how time and memory grow (the book's scaling figure). `--devices` times
+//! data parallelism instead (`commands/bench_data_parallel.rs`).
 
 use crate::commands::train::ModelKind;
 use anyhow::{bail, Context, Result};
