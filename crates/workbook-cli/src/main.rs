@@ -15,6 +15,7 @@ use workbook::device::{self, DeviceSpec};
 struct Cli {
     /// Device: auto, cpu, cuda, cuda:N, or sim:N (a simulated device: host memory, checked as
     /// a device of its own). Default: WORKBOOK_DEVICE, else auto (CUDA if present, else cpu).
+    /// For several devices (data parallelism), `train` and `bench` take --devices instead.
     #[arg(long, global = true, value_parser = parse_device)]
     device: Option<DeviceSpec>,
     #[command(subcommand)]
@@ -50,9 +51,21 @@ fn parse_device(s: &str) -> Result<DeviceSpec, String> {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    let command = cli.command.unwrap_or(Command::Demo(Default::default()));
+    // `--devices` names every device itself (and conflicts with --device): no single device
+    // is chosen, so WORKBOOK_DEVICE is not read.
+    let command = match command {
+        Command::Train(args) if args.devices.is_some() => {
+            return commands::train_data_parallel::run(&args)
+        }
+        Command::Bench(args) if args.devices.is_some() => {
+            return commands::bench_data_parallel::run(&args)
+        }
+        other => other,
+    };
     let chosen = device::choose(cli.device)?;
     eprintln!("device: {} ({})", chosen.name, chosen.reason);
-    match cli.command.unwrap_or(Command::Demo(Default::default())) {
+    match command {
         Command::Demo(args) => commands::demo::run(args, &chosen),
         Command::Train(args) => commands::train::run(args, &chosen),
         Command::Predict(args) => commands::predict::run(args, &chosen),

@@ -98,6 +98,23 @@ pub fn choose(explicit: Option<DeviceSpec>) -> Result<Chosen> {
             ),
         },
     };
+    open(spec, &source)
+}
+
+/// Opens `spec`, with `source` saying why it was asked for (`asked for explicitly (--device)`,
+/// `listed in --devices`, ...); a CUDA device that cannot be opened is an error that says why
+/// and what to use instead.
+///
+/// ```
+/// use workbook::device::{open, DeviceSpec};
+/// let chosen = open(DeviceSpec::Sim(2), "listed in --devices").unwrap();
+/// assert_eq!(chosen.name, "sim:2");
+/// if !cfg!(feature = "cuda") {
+///     let err = open(DeviceSpec::Cuda(1), "listed in --devices").unwrap_err().to_string();
+///     assert!(err.contains("cuda:1 was listed in --devices but"), "{err}");
+/// }
+/// ```
+pub fn open(spec: DeviceSpec, source: &str) -> Result<Chosen> {
     let chosen = |placement: Placement, reason: String| Chosen {
         name: placement.to_string(),
         placement,

@@ -2,7 +2,8 @@
 //!
 //! `scripts/pyg_bench.py` prints the same keys for PyTorch Geometric on the same graph file, and
 //! `scripts/compare.py` puts the two side by side. `--sweep` runs synthetic graphs of growing size
-//! and `--figure` draws how time and memory grow (the book's scaling figure).
+//! and `--figure` draws how time and memory grow (the book's scaling figure). `--devices` times
+//! data parallelism instead (`commands/bench_data_parallel.rs`).
 
 use crate::commands::train::ModelKind;
 use anyhow::{bail, Context, Result};
@@ -22,32 +23,32 @@ pub struct Args {
         value_delimiter = ',',
         required_unless_present = "roofline"
     )]
-    model: Vec<ModelKind>,
+    pub(crate) model: Vec<ModelKind>,
     /// Instead of models: measure memory bandwidth and the aggregation kernels' share of it on
     /// this graph (default csbm:1000000); see `commands/roofline.rs`. Uses --epochs repeats.
     #[arg(long, num_args = 0..=1, default_missing_value = "csbm:1000000", value_name = "DATASET")]
     roofline: Option<String>,
     /// karate, cora, citeseer or csbm:<nodes> (ignored with --graph or --sweep).
     #[arg(long, default_value = "cora")]
-    dataset: String,
+    pub(crate) dataset: String,
     /// A graph file (as written by `workbook data --out`) to time instead of --dataset.
     #[arg(long)]
-    graph: Option<PathBuf>,
+    pub(crate) graph: Option<PathBuf>,
     /// Folder with (or for downloading) the Planetoid ind.* files.
     #[arg(long)]
-    data_dir: Option<PathBuf>,
+    pub(crate) data_dir: Option<PathBuf>,
     /// Timed repeats of each measurement (the median is reported).
     #[arg(long, default_value_t = 20)]
-    epochs: usize,
+    pub(crate) epochs: usize,
     /// Untimed runs first.
     #[arg(long, default_value_t = 3)]
-    warmup: usize,
+    pub(crate) warmup: usize,
     /// CPU threads for the kernels and candle (default: all cores).
     #[arg(long)]
-    threads: Option<usize>,
+    pub(crate) threads: Option<usize>,
     /// Seed for initialisation and dropout.
     #[arg(long, default_value_t = 0)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Time csbm graphs of these node counts instead (e.g. 1000,10000,100000).
     #[arg(long, value_delimiter = ',')]
     sweep: Vec<usize>,
@@ -66,6 +67,16 @@ pub struct Args {
     /// Requests per serving run.
     #[arg(long, default_value_t = 200)]
     serving_requests: usize,
+    /// Data parallelism over the first 1, 2, ..., N of these devices (e.g. sim:1,sim:2,sim:3,sim:4;
+    /// needs --batch-size): per-step time and bytes moved (batches, gradient reduce, parameter
+    /// broadcast), one JSON line per device count. On sim:N this measures the overheads, not a
+    /// speed-up: every simulated device is the same host.
+    #[arg(
+        long,
+        value_parser = super::devices::parse,
+        conflicts_with_all = ["device", "sweep", "roofline", "serving_threads", "figure"]
+    )]
+    pub devices: Option<super::devices::DeviceList>,
     #[command(flatten)]
     pub mini: super::minibatch_args::MiniBatchArgs,
     /// With --batch-size: write every batch the mini-batch run trained on (warm-up and timed

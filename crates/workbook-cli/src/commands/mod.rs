@@ -2,9 +2,11 @@
 
 pub mod batch_file;
 pub mod bench;
+pub mod bench_data_parallel;
 pub mod bench_minibatch;
 pub mod data;
 pub mod demo;
+pub mod devices;
 pub mod export;
 pub mod figures;
 pub mod inspect;
@@ -14,3 +16,4 @@ pub mod prefetch_figure;
 pub mod roofline;
 pub mod serve_demo;
 pub mod train;
+pub mod train_data_parallel;

@@ -43,33 +43,37 @@ impl ModelKind {
 pub struct Args {
     /// Which model.
     #[arg(long, value_enum)]
-    model: ModelKind,
+    pub(crate) model: ModelKind,
     /// karate, cora, citeseer or csbm:<nodes>.
     #[arg(long, default_value = "karate")]
-    dataset: String,
+    pub(crate) dataset: String,
     /// Folder with (or for downloading) the Planetoid ind.* files.
     #[arg(long)]
-    data_dir: Option<PathBuf>,
+    pub(crate) data_dir: Option<PathBuf>,
     /// Number of epochs (default 200).
     #[arg(long, default_value_t = 200)]
-    epochs: usize,
+    pub(crate) epochs: usize,
     /// Seed for initialisation and dropout.
     #[arg(long, default_value_t = 0)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Also save a checkpoint: safetensors with PyG names and the model config in its
     /// metadata; loads on any device.
     #[arg(long)]
-    save: Option<PathBuf>,
+    pub(crate) save: Option<PathBuf>,
     /// Record every copy between host and device and print the transfer ledger (stderr), with
     /// per-phase totals in the JSON summary.
     #[arg(long)]
-    ledger: bool,
+    pub(crate) ledger: bool,
+    /// Data parallelism: one replica per device (cpu, cuda:N, sim:N; e.g. sim:1,sim:2), each
+    /// taking an equal share of every step's mini-batches (needs --batch-size, the global batch).
+    #[arg(long, value_parser = super::devices::parse, conflicts_with = "device")]
+    pub devices: Option<super::devices::DeviceList>,
     #[command(flatten)]
     pub mini: super::minibatch_args::MiniBatchArgs,
     /// Mini-batch evaluation: `batches` (every neighbour, in batches of 1024 seeds; memory
     /// bounded by the batch) or `full` (the whole graph moved to the device once; exact).
     #[arg(long, value_enum, default_value = "batches", requires = "batch_size")]
-    eval: EvalKind,
+    pub(crate) eval: EvalKind,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -244,7 +248,7 @@ fn run_minibatch(args: &Args, batch_size: usize, chosen: &Chosen) -> Result<()> 
 
 /// The ledger's per-phase totals with `epoch N` folded into `epoch *` and `eval N` into
 /// `eval *` (summed over epochs), so a 200-epoch run stays one short JSON line.
-fn folded_totals(ledger: &Ledger) -> serde_json::Value {
+pub(crate) fn folded_totals(ledger: &Ledger) -> serde_json::Value {
     let mut out: Vec<(String, usize, u64)> = Vec::new();
     for t in ledger.totals() {
         let phase = match t.phase.split_once(' ') {

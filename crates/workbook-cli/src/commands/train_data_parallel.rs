@@ -1,0 +1,187 @@
+//! `workbook train --devices sim:1,sim:2 --batch-size 128`: data-parallel mini-batch training
+//! ([`workbook::parallel::DataParallelTrainer`]), one replica per listed device.
+//!
+//! `--batch-size` is the global batch: each step takes that many training seeds, split evenly
+//! over the devices (`--batch-size / devices` per replica). Gradients are reduced onto the first
+//! device, the optimiser steps there once, and the new parameters are broadcast; after every
+//! epoch the replicas are compared bit for bit. One ledger is attached to every device, so the
+//! JSON line reports the bytes each step moves: batches (host to each device), gradient reduce
+//! (each replica after the first to the first) and parameter broadcast (the first to the
+//! others). `--save` writes the unwrapped model (the first replica), never the wrapper.
+
+use super::train::{folded_totals, Args, EvalKind};
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use workbook::datasets;
+use workbook::ledger::Ledger;
+use workbook::parallel::{train_data_parallel, DataParallelEpoch};
+use workbook::placement::Placement;
+use workbook::train::minibatch::Eval;
+use workbook::train::TrainConfig;
+
+/// Bytes one optimiser step moves, by kind, averaged over the training phases (`epoch N`) of
+/// `ledger`: gradient reduce (`reduce grad[...]`), parameter broadcast (`broadcast ...`), and
+/// the batches (everything else: `batch.x`, ..., and the index structures built for each batch,
+/// `edge_index (CSR)`, `edge_index (self-loops)`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepBytes {
+    pub batch: f64,
+    pub reduce: f64,
+    pub broadcast: f64,
+}
+
+impl StepBytes {
+    /// Totals over the ledger's `epoch N` phases, divided by `steps` (all epochs' steps).
+    pub fn from_ledger(ledger: &Ledger, steps: usize) -> Self {
+        let mut sum = [0u64; 3];
+        for t in ledger.transfers() {
+            let training = t
+                .phase
+                .strip_prefix("epoch ")
+                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+            if !training {
+                continue;
+            }
+            let kind = if t.what.starts_with("reduce grad[") {
+                1
+            } else if t.what.starts_with("broadcast ") {
+                2
+            } else {
+                0
+            };
+            sum[kind] += t.bytes;
+        }
+        let per = |b: u64| b as f64 / steps.max(1) as f64;
+        Self {
+            batch: per(sum[0]),
+            reduce: per(sum[1]),
+            broadcast: per(sum[2]),
+        }
+    }
+}
+
+/// One human-readable line per epoch (stderr).
+pub fn epoch_line(e: &DataParallelEpoch, epochs: usize, devices: usize) -> String {
+    let s = &e.stats;
+    format!(
+        "epoch {}/{epochs}: loss {:.4}  train {:.1}%  val {:.1}%  test {:.1}%  {} steps x {devices} device(s)  {:.0} ms  replicas {}",
+        s.epoch,
+        s.loss,
+        100.0 * s.train_accuracy,
+        100.0 * s.val_accuracy,
+        100.0 * s.test_accuracy,
+        e.steps,
+        s.step_ms,
+        if e.replicas_in_sync { "in sync" } else { "DIFFER" }
+    )
+}
+
+/// The error when `--devices` comes without `--batch-size`.
+pub fn needs_batch_size(devices: usize) -> String {
+    format!(
+        "--devices needs --batch-size: data parallelism splits each step's mini-batches over the devices (--batch-size is the global batch, --batch-size / {devices} seeds per device); add e.g. --batch-size {}",
+        128usize.div_ceil(devices) * devices
+    )
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let list = args.devices.as_ref().expect("called with --devices");
+    let n = list.0.len();
+    let Some(batch_size) = args.mini.batch_size else {
+        bail!("{}", needs_batch_size(n));
+    };
+    workbook::limits::check_count("--epochs", args.epochs, 1)?;
+    let ledger = Ledger::new();
+    let devices = list.open(&ledger)?;
+    ledger.set_phase("load");
+    // The loader samples on the host: the graph is loaded on the cpu, never moved whole.
+    let graph = datasets::load(&args.dataset, args.data_dir.as_deref(), Placement::cpu())
+        .with_context(|| format!("loading dataset '{}'", args.dataset))?;
+    eprintln!(
+        "dataset: {} ({} nodes, {} edges, {} features, {} classes), global batch {batch_size} over {n} device(s)",
+        graph.name,
+        graph.num_nodes(),
+        graph.num_edges(),
+        graph.num_features(),
+        graph.num_classes()
+    );
+    let (config, recipe) = args.model.recipe(&graph);
+    let recipe = TrainConfig {
+        epochs: args.epochs,
+        seed: args.seed,
+        ..recipe
+    };
+    let layers = config.layers.len();
+    let num_neighbors = args.mini.num_neighbors(layers);
+    let mut mb = args.mini.config(batch_size, layers);
+    if args.eval == EvalKind::Full {
+        mb.eval = Eval::FullGraph;
+    }
+    let trainer = train_data_parallel(config, &graph, &recipe, mb, &devices, |e| {
+        eprintln!("{}", epoch_line(e, args.epochs, n))
+    })
+    .with_context(|| {
+        format!(
+            "training {} on {} data-parallel over {}",
+            args.model.name(),
+            graph.name,
+            list.names().join(",")
+        )
+    })?;
+    let history = trainer.history().to_vec();
+    let last = history.last().context("training ran no epochs")?.clone();
+    if let Some(path) = &args.save {
+        ledger.set_phase("save");
+        // Unwrapped first: the checkpoint is the model, loadable on any one device.
+        let model = trainer.into_module();
+        workbook::checkpoint::save(&model, path)
+            .with_context(|| format!("saving a checkpoint to {}", path.display()))?;
+        eprintln!(
+            "saved the unwrapped model (replica on {}) to {}",
+            devices[0],
+            path.display()
+        );
+    }
+    if args.ledger {
+        eprint!(
+            "transfer ledger ({}):\n{}",
+            list.names().join(","),
+            ledger.table()
+        );
+    }
+    let steps: usize = history.iter().map(|e| e.steps).sum();
+    let bytes = StepBytes::from_ledger(&ledger, steps);
+    // Mean over the epochs after the first (which pays one-off costs), as the other modes.
+    let later = if history.len() > 1 {
+        &history[1..]
+    } else {
+        &history[..]
+    };
+    let epoch_ms = later.iter().map(|e| e.stats.step_ms).sum::<f64>() / later.len() as f64;
+    let summary = json!({
+        "model": args.model.name(),
+        "dataset": graph.name,
+        "devices": list.names(),
+        "epochs": args.epochs,
+        "seed": args.seed,
+        "loss": last.stats.loss,
+        "train_accuracy": last.stats.train_accuracy,
+        "val_accuracy": last.stats.val_accuracy,
+        "test_accuracy": last.stats.test_accuracy,
+        "replicas_in_sync": last.replicas_in_sync,
+        "epoch_ms": epoch_ms,
+        "batch_size": batch_size,
+        "batch_size_per_device": batch_size / n,
+        "num_neighbors": num_neighbors,
+        "prefetch": args.mini.prefetch,
+        "eval": if args.eval == EvalKind::Full { "full" } else { "batches" },
+        "steps_per_epoch": last.steps,
+        "batches_per_epoch": last.batches,
+        "batch_bytes_per_step": bytes.batch,
+        "reduce_bytes_per_step": bytes.reduce,
+        "broadcast_bytes_per_step": bytes.broadcast,
+        "ledger": folded_totals(&ledger),
+    });
+    println!("{summary}");
+    Ok(())
+}
