@@ -7,7 +7,9 @@
 //! - `karate_gatv2.svg`: the karate club coloured by GATv2's predictions, edges shaded by the
 //!   first layer's attention;
 //! - `prefetch_timeline.svg`: one mini-batch epoch without and with prefetch (see
-//!   `prefetch_figure.rs`).
+//!   `prefetch_figure.rs`);
+//! - `data_parallel.svg`: bytes per step by kind and time per step of data-parallel GCN on Cora
+//!   over 1 to 4 simulated devices (chapter 6).
 
 use crate::commands::train::{train_with_bar, ModelKind};
 use anyhow::{Context, Result};
@@ -19,8 +21,8 @@ use workbook::ledger::Ledger;
 use workbook::train::{TrainConfig, Trainer};
 use workbook::{datasets, Model, ModelConfig, Placement};
 use workbook_lessons::figures::{
-    draw_graph, draw_line_chart, draw_training_curves, spring_layout, Curve, GraphDrawing,
-    LineChart, Series,
+    draw_data_parallel, draw_graph, draw_line_chart, draw_training_curves, measure_data_parallel,
+    spring_layout, Curve, GraphDrawing, LineChart, Series,
 };
 use workbook_lessons::threads::serving;
 
@@ -35,7 +37,8 @@ pub struct Args {
     /// Requests per thread count for the serving figure.
     #[arg(long, default_value_t = 400)]
     requests: usize,
-    /// Draw only these figures (training, ledger, serving, karate, prefetch); default: all.
+    /// Draw only these figures (training, ledger, serving, karate, prefetch, data-parallel);
+    /// default: all.
     #[arg(long, value_delimiter = ',')]
     only: Vec<Figure>,
 }
@@ -47,6 +50,7 @@ pub enum Figure {
     Serving,
     Karate,
     Prefetch,
+    DataParallel,
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
@@ -74,6 +78,23 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     if wanted(Figure::Prefetch) {
         super::prefetch_figure::draw(&args.out, chosen)?;
     }
+    if wanted(Figure::DataParallel) {
+        data_parallel(&args)?;
+    }
+    Ok(())
+}
+
+/// Chapter 6's figure: always on simulated devices (sim:1 to sim:4), whatever `--device` says.
+fn data_parallel(args: &Args) -> Result<()> {
+    let graph = datasets::load("cora", None, Placement::cpu()).context("loading Cora")?;
+    let points = measure_data_parallel(&graph, &[1, 2, 3, 4], 120, 3)?;
+    let path = args.out.join("data_parallel.svg");
+    draw_data_parallel(
+        &path,
+        "Data-parallel GCN on Cora, global batch 120, [10, 10] (sim devices)",
+        &points,
+    )?;
+    eprintln!("wrote {}", path.display());
     Ok(())
 }
 

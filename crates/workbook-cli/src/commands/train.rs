@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use workbook::device::Chosen;
 use workbook::ledger::Ledger;
 use workbook::placement::Placement;
-use workbook::train::minibatch::{train_minibatch, Eval};
+use workbook::train::minibatch::{train_minibatch, Eval, MiniBatchConfig};
 use workbook::train::{train, TrainConfig, TrainReport};
 use workbook::{datasets, Graph, ModelConfig};
 
@@ -154,17 +154,18 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     Ok(())
 }
 
-/// `train --batch-size ...`: the graph stays on the host, the model moves once, each batch
-/// moves every step; the ledger is always kept so the JSON line can report per-phase traffic.
-fn run_minibatch(args: &Args, batch_size: usize, chosen: &Chosen) -> Result<()> {
-    let ledger = Ledger::new();
-    let device = chosen.placement.clone().with_ledger(&ledger);
-    ledger.set_phase("load");
-    // The loader samples on the host: the graph is loaded on the cpu, never moved whole.
+/// What every mini-batch mode (one device or data-parallel) starts from: the dataset loaded on
+/// the host (the loader samples there; the graph is never moved whole), the model's recipe
+/// with the run's epochs and seed, the neighbours per layer and the loader settings.
+pub(crate) fn minibatch_setup(
+    args: &Args,
+    batch_size: usize,
+    how: &str,
+) -> Result<(Graph, ModelConfig, TrainConfig, Vec<i64>, MiniBatchConfig)> {
     let graph = datasets::load(&args.dataset, args.data_dir.as_deref(), Placement::cpu())
         .with_context(|| format!("loading dataset '{}'", args.dataset))?;
     eprintln!(
-        "dataset: {} ({} nodes, {} edges, {} features, {} classes), mini-batches of {batch_size}",
+        "dataset: {} ({} nodes, {} edges, {} features, {} classes), {how}",
         graph.name,
         graph.num_nodes(),
         graph.num_edges(),
@@ -183,6 +184,17 @@ fn run_minibatch(args: &Args, batch_size: usize, chosen: &Chosen) -> Result<()> 
     if args.eval == EvalKind::Full {
         mb.eval = Eval::FullGraph;
     }
+    Ok((graph, config, recipe, num_neighbors, mb))
+}
+
+/// `train --batch-size ...`: the graph stays on the host, the model moves once, each batch
+/// moves every step; the ledger is always kept so the JSON line can report per-phase traffic.
+fn run_minibatch(args: &Args, batch_size: usize, chosen: &Chosen) -> Result<()> {
+    let ledger = Ledger::new();
+    let device = chosen.placement.clone().with_ledger(&ledger);
+    ledger.set_phase("load");
+    let (graph, config, recipe, num_neighbors, mb) =
+        minibatch_setup(args, batch_size, &format!("mini-batches of {batch_size}"))?;
     let bar = progress::epoch_bar(
         &format!("{} {} (mini-batch)", args.model.name(), graph.name),
         args.epochs,

@@ -12,12 +12,8 @@
 use super::train::{folded_totals, Args, EvalKind};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
-use workbook::datasets;
 use workbook::ledger::Ledger;
 use workbook::parallel::{train_data_parallel, DataParallelEpoch};
-use workbook::placement::Placement;
-use workbook::train::minibatch::Eval;
-use workbook::train::TrainConfig;
 
 /// Bytes one optimiser step moves, by kind, averaged over the training phases (`epoch N`) of
 /// `ledger`: gradient reduce (`reduce grad[...]`), parameter broadcast (`broadcast ...`), and
@@ -94,29 +90,11 @@ pub fn run(args: &Args) -> Result<()> {
     let ledger = Ledger::new();
     let devices = list.open(&ledger)?;
     ledger.set_phase("load");
-    // The loader samples on the host: the graph is loaded on the cpu, never moved whole.
-    let graph = datasets::load(&args.dataset, args.data_dir.as_deref(), Placement::cpu())
-        .with_context(|| format!("loading dataset '{}'", args.dataset))?;
-    eprintln!(
-        "dataset: {} ({} nodes, {} edges, {} features, {} classes), global batch {batch_size} over {n} device(s)",
-        graph.name,
-        graph.num_nodes(),
-        graph.num_edges(),
-        graph.num_features(),
-        graph.num_classes()
-    );
-    let (config, recipe) = args.model.recipe(&graph);
-    let recipe = TrainConfig {
-        epochs: args.epochs,
-        seed: args.seed,
-        ..recipe
-    };
-    let layers = config.layers.len();
-    let num_neighbors = args.mini.num_neighbors(layers);
-    let mut mb = args.mini.config(batch_size, layers);
-    if args.eval == EvalKind::Full {
-        mb.eval = Eval::FullGraph;
-    }
+    let (graph, config, recipe, num_neighbors, mb) = super::train::minibatch_setup(
+        args,
+        batch_size,
+        &format!("global batch {batch_size} over {n} device(s)"),
+    )?;
     let trainer = train_data_parallel(config, &graph, &recipe, mb, &devices, |e| {
         eprintln!("{}", epoch_line(e, args.epochs, n))
     })

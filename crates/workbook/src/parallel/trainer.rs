@@ -25,11 +25,11 @@
 use super::data_parallel::DataParallel;
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;
-use crate::loader::{Batch, InputNodes, LoaderConfig, NeighborLoader};
+use crate::loader::{Batch, NeighborLoader};
 use crate::model::{Model, ModelConfig};
 use crate::placement::Placement;
 use crate::train::evaluation::Evaluator;
-use crate::train::minibatch::MiniBatchConfig;
+use crate::train::minibatch::{training_loader, MiniBatchConfig};
 use crate::train::{EpochStats, TrainConfig};
 use candle_core::Tensor;
 use serde::Serialize;
@@ -83,37 +83,16 @@ impl DataParallelTrainer {
             )));
         }
         let layers = model_config.layers.len();
-        if config.num_neighbors.len() != layers {
-            return Err(WorkbookError::InvalidConfig(format!(
-                "num_neighbors has {} hop(s) but the model has {layers} layer(s): give one count per layer, e.g. --num-neighbors {}",
-                config.num_neighbors.len(),
-                vec!["10"; layers].join(",")
-            )));
-        }
-        if graph.y().is_none() || graph.split().is_none() {
-            return Err(WorkbookError::InvalidGraph(format!(
-                "graph '{}' has no labels or split; training needs y and train/val/test masks",
-                graph.name
-            )));
-        }
         if let Some(l) = first.ledger() {
             l.set_phase("init");
         }
-        let loader = NeighborLoader::new(
+        let loader = training_loader(
             graph,
-            LoaderConfig {
-                input_nodes: InputNodes::Train,
-                shuffle: true,
-                seed: train_config.seed,
-                ..LoaderConfig::new(&config.num_neighbors, config.batch_size / n)
-            },
+            &model_config,
+            train_config,
+            &config,
+            config.batch_size / n,
         )?;
-        if loader.is_empty() {
-            return Err(WorkbookError::InvalidGraph(format!(
-                "graph '{}' has no training nodes",
-                graph.name
-            )));
-        }
         let evaluator = Evaluator::new(graph, &config.eval, layers, train_config.seed, first)?;
         // Initialised on the host, as one device would be, then replicated.
         let (model, _) = Model::init(model_config, train_config.seed, Placement::cpu())?;

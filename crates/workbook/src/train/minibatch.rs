@@ -146,34 +146,13 @@ impl MiniBatchTrainer {
             l.set_phase("init");
         }
         let layers = model_config.layers.len();
-        if config.num_neighbors.len() != layers {
-            return Err(WorkbookError::InvalidConfig(format!(
-                "num_neighbors has {} hop(s) but the model has {layers} layer(s): give one count per layer, e.g. --num-neighbors {}",
-                config.num_neighbors.len(),
-                vec!["10"; layers].join(",")
-            )));
-        }
-        if graph.y().is_none() || graph.split().is_none() {
-            return Err(WorkbookError::InvalidGraph(format!(
-                "graph '{}' has no labels or split; training needs y and train/val/test masks",
-                graph.name
-            )));
-        }
-        let loader = NeighborLoader::new(
+        let loader = training_loader(
             graph,
-            LoaderConfig {
-                input_nodes: InputNodes::Train,
-                shuffle: true,
-                seed: train_config.seed,
-                ..LoaderConfig::new(&config.num_neighbors, config.batch_size)
-            },
+            &model_config,
+            train_config,
+            &config,
+            config.batch_size,
         )?;
-        if loader.is_empty() {
-            return Err(WorkbookError::InvalidGraph(format!(
-                "graph '{}' has no training nodes",
-                graph.name
-            )));
-        }
         let evaluator = Evaluator::new(graph, &config.eval, layers, train_config.seed, device)?;
         let (model, _) = Model::init(model_config, train_config.seed, device)?;
         let opt = train_config.optimizer(&model)?;
@@ -318,6 +297,48 @@ impl MiniBatchTrainer {
     pub fn batch_correct(&self, batch: &Batch) -> Result<Tensor> {
         super::evaluation::batch_correct(&self.model, batch)
     }
+}
+
+/// The shuffled, seeded loader over `graph`'s training nodes, `batch_size` seeds per batch,
+/// after checking that `config.num_neighbors` has one count per layer of `model_config` and
+/// that the graph has labels, a split and training nodes.
+pub(crate) fn training_loader(
+    graph: &Graph,
+    model_config: &ModelConfig,
+    train_config: &TrainConfig,
+    config: &MiniBatchConfig,
+    batch_size: usize,
+) -> Result<NeighborLoader> {
+    let layers = model_config.layers.len();
+    if config.num_neighbors.len() != layers {
+        return Err(WorkbookError::InvalidConfig(format!(
+            "num_neighbors has {} hop(s) but the model has {layers} layer(s): give one count per layer, e.g. --num-neighbors {}",
+            config.num_neighbors.len(),
+            vec!["10"; layers].join(",")
+        )));
+    }
+    if graph.y().is_none() || graph.split().is_none() {
+        return Err(WorkbookError::InvalidGraph(format!(
+            "graph '{}' has no labels or split; training needs y and train/val/test masks",
+            graph.name
+        )));
+    }
+    let loader = NeighborLoader::new(
+        graph,
+        LoaderConfig {
+            input_nodes: InputNodes::Train,
+            shuffle: true,
+            seed: train_config.seed,
+            ..LoaderConfig::new(&config.num_neighbors, batch_size)
+        },
+    )?;
+    if loader.is_empty() {
+        return Err(WorkbookError::InvalidGraph(format!(
+            "graph '{}' has no training nodes",
+            graph.name
+        )));
+    }
+    Ok(loader)
 }
 
 /// Trains a fresh model by mini-batches for `train_config.epochs` epochs, calling `on_epoch`
