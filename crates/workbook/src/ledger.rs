@@ -189,10 +189,18 @@ impl Ledger {
 
 /// `epoch 1`, `epoch 2`, ... all fold into `epoch *`.
 fn phase_group(phase: &str) -> String {
-    match phase.strip_prefix("epoch ") {
-        Some(n) if n.chars().all(|c| c.is_ascii_digit()) => "epoch *".into(),
-        _ => phase.into(),
+    if is_epoch_phase(phase) {
+        "epoch *".into()
+    } else {
+        phase.into()
     }
+}
+
+/// Whether `phase` is a training epoch's label: `epoch 1`, `epoch 2`, ...
+pub(crate) fn is_epoch_phase(phase: &str) -> bool {
+    phase
+        .strip_prefix("epoch ")
+        .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
 }
 
 #[cfg(test)]

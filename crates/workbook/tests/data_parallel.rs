@@ -185,6 +185,11 @@ fn every_step_reduces_gradients_and_broadcasts_parameters_in_the_ledger() {
     for t in epoch.iter().filter(|t| t.what.starts_with("broadcast ")) {
         assert_eq!(t.from, "sim:1", "{t:?}");
     }
+    // The same totals per step, as the CLI and the figure read them.
+    let per_step = workbook::parallel::StepBytes::from_ledger(&ledger, e.steps);
+    assert_eq!(per_step.reduce, (param_bytes * 3) as f64 / 2.0);
+    assert_eq!(per_step.broadcast, (param_bytes * 4) as f64 / 2.0);
+    assert!(per_step.batch > 0.0);
     // Every batch part went to its replica's device.
     assert!(epoch.iter().any(|t| t.what == "batch.x" && t.to == "sim:3"));
     // The sync check read every replica's parameters back.

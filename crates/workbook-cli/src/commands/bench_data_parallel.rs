@@ -15,12 +15,12 @@
 //! broadcast), not a speed-up. Real speed-ups need real devices working concurrently.
 
 use super::bench::Args;
-use super::train_data_parallel::{needs_batch_size, StepBytes};
+use super::train_data_parallel::needs_batch_size;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use workbook::device::DeviceSpec;
 use workbook::ledger::Ledger;
-use workbook::parallel::DataParallelTrainer;
+use workbook::parallel::{DataParallelTrainer, StepBytes};
 use workbook::placement::Placement;
 use workbook::train::minibatch::{Eval, MiniBatchConfig};
 use workbook::train::TrainConfig;

@@ -13,48 +13,7 @@ use super::train::{folded_totals, Args, EvalKind};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use workbook::ledger::Ledger;
-use workbook::parallel::{train_data_parallel, DataParallelEpoch};
-
-/// Bytes one optimiser step moves, by kind, averaged over the training phases (`epoch N`) of
-/// `ledger`: gradient reduce (`reduce grad[...]`), parameter broadcast (`broadcast ...`), and
-/// the batches (everything else: `batch.x`, ..., and the index structures built for each batch,
-/// `edge_index (CSR)`, `edge_index (self-loops)`).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct StepBytes {
-    pub batch: f64,
-    pub reduce: f64,
-    pub broadcast: f64,
-}
-
-impl StepBytes {
-    /// Totals over the ledger's `epoch N` phases, divided by `steps` (all epochs' steps).
-    pub fn from_ledger(ledger: &Ledger, steps: usize) -> Self {
-        let mut sum = [0u64; 3];
-        for t in ledger.transfers() {
-            let training = t
-                .phase
-                .strip_prefix("epoch ")
-                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
-            if !training {
-                continue;
-            }
-            let kind = if t.what.starts_with("reduce grad[") {
-                1
-            } else if t.what.starts_with("broadcast ") {
-                2
-            } else {
-                0
-            };
-            sum[kind] += t.bytes;
-        }
-        let per = |b: u64| b as f64 / steps.max(1) as f64;
-        Self {
-            batch: per(sum[0]),
-            reduce: per(sum[1]),
-            broadcast: per(sum[2]),
-        }
-    }
-}
+use workbook::parallel::{train_data_parallel, DataParallelEpoch, StepBytes};
 
 /// One human-readable line per epoch (stderr).
 pub fn epoch_line(e: &DataParallelEpoch, epochs: usize, devices: usize) -> String {

@@ -21,7 +21,7 @@ use plotters::prelude::*;
 use std::path::Path;
 use workbook::error::{Result, WorkbookError};
 use workbook::ledger::Ledger;
-use workbook::parallel::DataParallelTrainer;
+use workbook::parallel::{DataParallelTrainer, StepBytes};
 use workbook::train::minibatch::{Eval, MiniBatchConfig};
 use workbook::train::TrainConfig;
 use workbook::{Graph, ModelConfig, Placement};
@@ -87,29 +87,20 @@ pub fn measure_data_parallel(
                 &placements,
             )?;
             t.epoch()?; // warm-up
+            ledger.clear();
             let (mut steps, mut ms) = (0usize, 0f64);
-            let (mut batch, mut reduce, mut broadcast) = (0u64, 0u64, 0u64);
             for _ in 0..epochs {
                 let e = t.epoch()?;
                 steps += e.steps;
                 ms += e.stats.step_ms;
-                for tr in ledger.in_phase(&format!("epoch {}", e.stats.epoch)) {
-                    if tr.what.starts_with("reduce ") {
-                        reduce += tr.bytes;
-                    } else if tr.what.starts_with("broadcast ") {
-                        broadcast += tr.bytes;
-                    } else if tr.what.starts_with("batch.") || tr.what.starts_with("edge_index (") {
-                        batch += tr.bytes;
-                    }
-                }
             }
-            let per = |b: u64| b as f64 / steps.max(1) as f64;
+            let bytes = StepBytes::from_ledger(&ledger, steps);
             Ok(DataParallelPoint {
                 devices: n,
                 steps,
-                batch_bytes: per(batch),
-                reduce_bytes: per(reduce),
-                broadcast_bytes: per(broadcast),
+                batch_bytes: bytes.batch,
+                reduce_bytes: bytes.reduce,
+                broadcast_bytes: bytes.broadcast,
                 step_ms: ms / steps.max(1) as f64,
             })
         })

@@ -30,4 +30,4 @@ pub mod trainer;
 
 pub use collective::{Collective, HostCollective};
 pub use data_parallel::{DataParallel, Gathered, Step, SyncReport};
-pub use trainer::{train_data_parallel, DataParallelEpoch, DataParallelTrainer};
+pub use trainer::{train_data_parallel, DataParallelEpoch, DataParallelTrainer, StepBytes};

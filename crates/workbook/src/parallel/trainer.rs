@@ -25,6 +25,7 @@
 use super::data_parallel::DataParallel;
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;
+use crate::ledger::Ledger;
 use crate::loader::{Batch, NeighborLoader};
 use crate::model::{Model, ModelConfig};
 use crate::placement::Placement;
@@ -48,6 +49,44 @@ pub struct DataParallelEpoch {
     /// Whether every replica's parameters equalled the first's, bit for bit, after the last
     /// step.
     pub replicas_in_sync: bool,
+}
+
+/// Bytes one optimiser step moves, by kind, averaged over the training phases (`epoch N`) of a
+/// ledger attached to every device: gradient reduce (`reduce grad[...]`), parameter broadcast
+/// (`broadcast ...`, both recorded by the [`Collective`](super::Collective)), and the batches
+/// (everything else in those phases: `batch.x`, ..., and the index structures built for each
+/// batch, `edge_index (CSR)`, `edge_index (self-loops)`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct StepBytes {
+    pub batch: f64,
+    pub reduce: f64,
+    pub broadcast: f64,
+}
+
+impl StepBytes {
+    /// Totals over `ledger`'s `epoch N` phases, divided by `steps` (all those epochs' steps).
+    pub fn from_ledger(ledger: &Ledger, steps: usize) -> Self {
+        let mut sum = [0u64; 3];
+        for t in ledger.transfers() {
+            if !crate::ledger::is_epoch_phase(&t.phase) {
+                continue;
+            }
+            let kind = if t.what.starts_with("reduce grad[") {
+                1
+            } else if t.what.starts_with("broadcast ") {
+                2
+            } else {
+                0
+            };
+            sum[kind] += t.bytes;
+        }
+        let per = |b: u64| b as f64 / steps.max(1) as f64;
+        Self {
+            batch: per(sum[0]),
+            reduce: per(sum[1]),
+            broadcast: per(sum[2]),
+        }
+    }
 }
 
 /// A data-parallel training run in progress (see the module docs).
