@@ -756,36 +756,58 @@ impl Model {
         self.check_inputs(x, edge_index, edge_weight)?;
         let mut h = x.clone();
         let mut attention = Vec::new();
-        let last = self.layers.len() - 1;
-        for (k, layer) in self.layers.iter().enumerate() {
-            if let Some(d) = dropout.as_deref_mut() {
-                // Same mask as `d.apply`; sparse input features stay sparse.
-                h = crate::ops::sparse_features::dropout(d, &h, self.config.dropout)?;
-            }
-            let input = LayerInput {
-                x: &h,
+        for k in 0..self.layers.len() {
+            h = self.layer_step(
+                k,
+                &h,
                 edge_index,
                 edge_weight,
-            };
-            let o = layer
-                .as_graph_layer()
-                .apply(&input, dropout.as_deref_mut())?;
-            if let Some(a) = o.attention {
-                let name = self.config.prefix(k).trim_end_matches('.').to_string();
-                attention.push((name, a));
-            }
-            h = o.out;
-            if k != last {
-                h = match self.config.activation {
-                    Activation::Relu => h.relu()?,
-                    Activation::Elu => h.elu(1.0)?,
-                    Activation::None => h,
-                };
-            }
+                dropout.as_deref_mut(),
+                &mut attention,
+            )?;
         }
         Ok(ModelOutput {
             logits: h,
             attention,
+        })
+    }
+
+    /// Layer `k` of the forward pass on `h`: input dropout (in training mode), the layer (its
+    /// attention, if any, pushed to `attention` under the layer's name), and the activation
+    /// unless it is the last layer. [`Model::forward_t`] is these steps in order; model
+    /// parallelism runs them with a move between stages.
+    pub(crate) fn layer_step(
+        &self,
+        k: usize,
+        h: &Tensor,
+        edge_index: &EdgeIndex,
+        edge_weight: Option<&Tensor>,
+        mut dropout: Option<&mut Dropout>,
+        attention: &mut Vec<(String, Attention)>,
+    ) -> Result<Tensor> {
+        let mut h = h.clone();
+        if let Some(d) = dropout.as_deref_mut() {
+            // Same mask as `d.apply`; sparse input features stay sparse.
+            h = crate::ops::sparse_features::dropout(d, &h, self.config.dropout)?;
+        }
+        let input = LayerInput {
+            x: &h,
+            edge_index,
+            edge_weight,
+        };
+        let o = self.layers[k].as_graph_layer().apply(&input, dropout)?;
+        if let Some(a) = o.attention {
+            let name = self.config.prefix(k).trim_end_matches('.').to_string();
+            attention.push((name, a));
+        }
+        let h = o.out;
+        if k + 1 == self.layers.len() {
+            return Ok(h);
+        }
+        Ok(match self.config.activation {
+            Activation::Relu => h.relu()?,
+            Activation::Elu => h.elu(1.0)?,
+            Activation::None => h,
         })
     }
 }

@@ -88,8 +88,7 @@
 
 use crate::error::{Result, WorkbookError};
 use crate::graph::{Graph, GraphPart};
-use crate::layers::LayerInput;
-use crate::model::{Activation, Layer, Model, ModelOutput};
+use crate::model::{Layer, Model, ModelOutput};
 use crate::module::Mover;
 use crate::placement::{bytes_of, Mismatch, Placement};
 use crate::train::dropout::Dropout;
@@ -281,8 +280,6 @@ impl ModelParallel {
     ) -> Result<(ModelOutput, Vec<Moved>)> {
         self.check_staged(graph)?;
         let layers = self.model.layers();
-        let config = self.model.config();
-        let last = layers.len() - 1;
         let mut h = graph.stages[0].x().clone();
         let mut moves = Vec::new();
         let mut attention = Vec::new();
@@ -302,28 +299,15 @@ impl ModelParallel {
                     });
                 }
             }
-            if let Some(d) = dropout.as_deref_mut() {
-                h = crate::ops::sparse_features::dropout(d, &h, config.dropout)?;
-            }
             let g = &graph.stages[k];
-            let input = LayerInput {
-                x: &h,
-                edge_index: g.edge_index(),
-                edge_weight: g.edge_weight(),
-            };
-            let o = layer.apply(&input, dropout.as_deref_mut())?;
-            if let Some(a) = o.attention {
-                let name = config.prefix(k).trim_end_matches('.').to_string();
-                attention.push((name, a));
-            }
-            h = o.out;
-            if k != last {
-                h = match config.activation {
-                    Activation::Relu => h.relu()?,
-                    Activation::Elu => h.elu(1.0)?,
-                    Activation::None => h,
-                };
-            }
+            h = self.model.layer_step(
+                k,
+                &h,
+                g.edge_index(),
+                g.edge_weight(),
+                dropout.as_deref_mut(),
+                &mut attention,
+            )?;
         }
         Ok((
             ModelOutput {
