@@ -75,6 +75,8 @@ def main():
     p.add_argument("--num-neighbors", default="10,10", help="with --batch-size: per hop, as PyG's")
     p.add_argument("--raw", default=None, help="also write every JSON line to this file")
     args = p.parse_args()
+    if args.raw:
+        open(args.raw, "w").close()
 
     if not os.path.exists(args.workbook):
         sys.exit(f"{args.workbook} not found: run `cargo build --release` first")
@@ -129,12 +131,11 @@ def main():
                                 line["round"] = r
                                 (mcell if line.get("bench") == "minibatch" else cell)[side].append(line)
                                 raw.append(line)
+                                if args.raw:
+                                    # As they come, so a run cut short keeps what it measured.
+                                    with open(args.raw, "a") as f:
+                                        f.write(json.dumps(line) + "\n")
     load_after = os.getloadavg()
-
-    if args.raw:
-        with open(args.raw, "w") as f:
-            for line in raw:
-                f.write(json.dumps(line) + "\n")
 
     versions = ""
     pyg_lines = [l for c in runs.values() for l in c["pyg"]]

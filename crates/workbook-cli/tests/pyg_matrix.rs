@@ -32,12 +32,25 @@ fn sage_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../workbook/tests/fixtures/pyg/sage")
 }
 
-/// Runs `predict` on one fixture; Ok(whether the improved note was printed).
+/// Runs `predict` on the CPU on one fixture; Ok(whether the improved note was printed).
 fn predict(dir: &Path, name: &str) -> Result<bool, String> {
-    predict_in(&matrix_dir(), dir, name)
+    predict_in(&matrix_dir(), dir, name, "cpu")
 }
 
-fn predict_in(fixtures: &Path, dir: &Path, name: &str) -> Result<bool, String> {
+/// The `.safetensors` fixtures in `dir`, by name, sorted.
+fn fixture_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().into_string().unwrap();
+            Some(n.strip_suffix(".safetensors")?.to_string())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+fn predict_in(fixtures: &Path, dir: &Path, name: &str, device: &str) -> Result<bool, String> {
     let fx = fixtures.join(format!("{name}.safetensors"));
     let file = tensor_file::read(&fx, &Device::Cpu).map_err(|e| e.to_string())?;
     let mut config: serde_json::Value =
@@ -57,7 +70,7 @@ fn predict_in(fixtures: &Path, dir: &Path, name: &str) -> Result<bool, String> {
         .arg(&fx)
         .arg("--out")
         .arg(&out_path)
-        .env("WORKBOOK_DEVICE", "cpu")
+        .args(["--device", device])
         .env_remove("RUST_BACKTRACE")
         .output()
         .map_err(|e| e.to_string())?;
@@ -90,14 +103,7 @@ fn predict_in(fixtures: &Path, dir: &Path, name: &str) -> Result<bool, String> {
 #[test]
 fn predict_matches_pyg_on_every_matrix_fixture() {
     let dir = tempfile::tempdir().unwrap();
-    let mut names: Vec<String> = std::fs::read_dir(matrix_dir())
-        .unwrap()
-        .filter_map(|e| {
-            let n = e.unwrap().file_name().into_string().unwrap();
-            Some(n.strip_suffix(".safetensors")?.to_string())
-        })
-        .collect();
-    names.sort();
+    let names = fixture_names(&matrix_dir());
     assert_eq!(names.len(), 88, "{names:?}");
     let mut failures = Vec::new();
     let mut noted = Vec::new();
@@ -133,19 +139,12 @@ fn predict_matches_pyg_on_every_matrix_fixture() {
 #[test]
 fn predict_matches_pyg_on_every_sage_fixture() {
     let dir = tempfile::tempdir().unwrap();
-    let mut names: Vec<String> = std::fs::read_dir(sage_dir())
-        .unwrap()
-        .filter_map(|e| {
-            let n = e.unwrap().file_name().into_string().unwrap();
-            Some(n.strip_suffix(".safetensors")?.to_string())
-        })
-        .collect();
-    names.sort();
+    let names = fixture_names(&sage_dir());
     assert_eq!(names.len(), 8, "{names:?}");
     let failures: Vec<String> = names
         .iter()
         .filter_map(|name| {
-            predict_in(&sage_dir(), dir.path(), name)
+            predict_in(&sage_dir(), dir.path(), name, "cpu")
                 .err()
                 .map(|e| format!("{name}: {e}"))
         })
@@ -155,4 +154,38 @@ fn predict_matches_pyg_on_every_sage_fixture() {
         "SAGE fixtures differ from PyG through predict:\n{}",
         failures.join("\n")
     );
+}
+
+/// `predict --device cuda:0` on every matrix and SAGE fixture: the GPU path (our CUDA kernels,
+/// cuBLAS) against PyG's outputs at the same 1e-5. Runs in a `cuda` build on a machine with a
+/// GPU; elsewhere it is ignored (no `cuda` feature) or prints SKIPPED (no usable GPU).
+#[test]
+#[cfg_attr(
+    not(feature = "cuda"),
+    ignore = "needs a GPU: cargo test --features cuda"
+)]
+fn predict_matches_pyg_on_the_gpu() {
+    if let Err(e) = Device::new_cuda(0) {
+        eprintln!("SKIPPED predict_matches_pyg_on_the_gpu: no usable CUDA device ({e})");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for fixtures in [matrix_dir(), sage_dir()] {
+        for name in fixture_names(&fixtures) {
+            ran += 1;
+            if let Err(e) = predict_in(&fixtures, dir.path(), &name, "cuda:0") {
+                failures.push(format!("{name}: {e}"));
+            }
+        }
+    }
+    assert_eq!(ran, 96);
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} fixtures differ from PyG through predict on cuda:0:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    println!("predict on cuda:0: all {ran} PyG fixtures within 1e-5");
 }

@@ -367,7 +367,15 @@ pub fn gcn_norm(
     } else {
         (edge_index.clone(), weight)
     };
-    let deg = Tensor::zeros(n, dtype, dev)?.index_add(edge_index.targets(), &weight, 0)?;
+    // The degree is a weighted sum over in-edges, so `propagate` (the CSR kernel where it runs)
+    // computes it: candle's CUDA `index_add` gives one thread to each output column, which for
+    // this 1-D sum means one GPU thread walking every edge (seconds on 10⁷ edges).
+    let deg = propagate(
+        &Tensor::ones((n, 1), dtype, dev)?,
+        &edge_index,
+        Some(&weight),
+    )?
+    .squeeze(1)?;
     // deg^-1/2 with 0 where deg is 0, without ever forming inf (its gradient would be NaN).
     let positive = deg.gt(0.0)?.to_dtype(dtype)?;
     let deg_inv_sqrt = (deg.maximum(f32::MIN_POSITIVE as f64)?.powf(-0.5)? * positive)?;
