@@ -42,7 +42,7 @@ use crate::module::{Kind, Named, TensorMap, Tensors};
 use crate::placement::Placement;
 use crate::train::Dropout;
 use crate::Module;
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -297,7 +297,7 @@ impl GcnConv {
         // x · Wᵀ, over x's non-zeros when it is sparse (bag-of-words features).
         let h = crate::ops::sparse_features::linear(x, &self.weight)?;
         let edges = self.edges(edge_index, edge_weight, x.dtype())?;
-        let out = propagate(&h, &edges.edge_index, edges.weight.as_ref())?;
+        let out = crate::ops::aggregate_sum(&h, &edges.edge_index, edges.weight.as_ref())?;
         Ok(match &self.bias {
             Some(b) => out.broadcast_add(b)?,
             None => out,
@@ -367,10 +367,9 @@ pub fn gcn_norm(
     } else {
         (edge_index.clone(), weight)
     };
-    // The degree is a weighted sum over in-edges, so `propagate` (the CSR kernel where it runs)
-    // computes it: candle's CUDA `index_add` gives one thread to each output column, which for
-    // this 1-D sum means one GPU thread walking every edge (seconds on 10⁷ edges).
-    let deg = propagate(
+    // The degree is a weighted sum over in-edges: `aggregate_sum` of ones (see its docs for why
+    // not candle's `index_add` on a GPU).
+    let deg = crate::ops::aggregate_sum(
         &Tensor::ones((n, 1), dtype, dev)?,
         &edge_index,
         Some(&weight),
@@ -385,33 +384,6 @@ pub fn gcn_norm(
         edge_index,
         weight: Some(norm),
     })
-}
-
-/// Sum aggregation of `h[j] * w[j→i]` into every target `i`.
-pub(crate) fn propagate(
-    h: &Tensor,
-    edge_index: &EdgeIndex,
-    weight: Option<&Tensor>,
-) -> Result<Tensor> {
-    // The fused CSR kernel (crate::ops::spmm) gives the same sums without forming the [E, F]
-    // messages; candle's ops remain for dtypes and devices it does not cover.
-    if crate::ops::kernels_support(h.dtype(), h.device()) {
-        let (n, f) = h.dims2()?;
-        let w = match weight {
-            Some(w) => w.to_dtype(h.dtype())?,
-            None => Tensor::ones(edge_index.num_edges(), h.dtype(), h.device())?,
-        };
-        let csr = edge_index.csr()?;
-        let out = crate::ops::csr_spmm(&h.reshape((n, 1, f))?, &w.unsqueeze(1)?, csr)?;
-        return Ok(out.reshape((n, f))?);
-    }
-    let messages = h.index_select(edge_index.sources(), 0)?;
-    let messages = match weight {
-        Some(w) => messages.broadcast_mul(&w.unsqueeze(D::Minus1)?)?,
-        None => messages,
-    };
-    let out = Tensor::zeros((edge_index.num_nodes(), h.dim(1)?), h.dtype(), h.device())?;
-    Ok(out.index_add(edge_index.targets(), &messages, 0)?)
 }
 
 /// Checks `x` against the edge index and the layer's input width before any maths.

@@ -30,6 +30,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use workbook::export::onnx::{attr_int, Builder, OnnxLayerOut, Sizes};
 use workbook::layers::{GraphLayer, LayerInput, LayerOutput, LayerSpec};
+use workbook::ops::aggregate_sum;
 use workbook::train::Dropout;
 use workbook::{EdgeIndex, Module, Placement, Result, WorkbookError};
 
@@ -183,19 +184,12 @@ impl SageConv {
 /// Mean of `x[j]` over the edges `j → i` into every node `i` (0 without in-edges). Every
 /// intermediate is created where `x` lives (`x.device()`), never on a fixed device.
 fn mean_aggregate(x: &Tensor, edge_index: &EdgeIndex) -> Result<Tensor> {
-    let (n, f) = x.dims2()?;
-    let e = edge_index.num_edges();
-    let messages = x.index_select(edge_index.sources(), 0)?;
-    let sums = Tensor::zeros((n, f), x.dtype(), x.device())?.index_add(
-        edge_index.targets(),
-        &messages,
-        0,
-    )?;
-    let ones = Tensor::ones(e, x.dtype(), x.device())?;
-    let counts = Tensor::zeros(n, x.dtype(), x.device())?
-        .index_add(edge_index.targets(), &ones, 0)?
-        .maximum(1.0)?;
-    Ok(sums.broadcast_div(&counts.unsqueeze(1)?)?)
+    // Sums over in-edges with the library's `aggregate_sum` (a CSR kernel where it runs), not a
+    // hand-written `index_add`, which on a GPU would run one thread per feature column.
+    let sums = aggregate_sum(x, edge_index, None)?;
+    let ones = Tensor::ones((x.dim(0)?, 1), x.dtype(), x.device())?;
+    let counts = aggregate_sum(&ones, edge_index, None)?.maximum(1.0)?;
+    Ok(sums.broadcast_div(&counts)?)
 }
 
 impl GraphLayer for SageConv {

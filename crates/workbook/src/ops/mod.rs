@@ -2,6 +2,7 @@
 //! and the fused message-passing kernels (CPU, multi-threaded; CUDA behind the `cuda` feature)
 //! that GCN and GATv2 use on a destination-sorted [`Csr`].
 
+pub mod aggregate;
 pub mod csr;
 pub mod csr_softmax;
 pub mod gat_scores;
@@ -11,6 +12,7 @@ pub mod segment_softmax;
 pub mod sparse_features;
 pub mod spmm;
 
+pub use aggregate::aggregate_sum;
 pub use csr::Csr;
 pub use csr_softmax::csr_softmax;
 pub use gat_scores::gat_scores;
