@@ -200,13 +200,10 @@ fn linear(vb: &VarBuilder, name: &str, out: usize, inp: usize, bias: bool) -> Re
 }
 
 /// `x · Wᵀ + b` for `lin_l` / `lin_r`, over x's non-zeros when it is sparse (bag-of-words
-/// features); candle-nn's `Linear` keeps the parameters, this computes the product.
+/// features), as one op with a lean backward pass otherwise ([`crate::ops::linear`]);
+/// candle-nn's `Linear` keeps the parameters, this computes the product.
 fn project(lin: &Linear, x: &Tensor) -> Result<Tensor> {
-    let y = crate::ops::sparse_features::linear(x, lin.weight())?;
-    Ok(match lin.bias() {
-        Some(b) => y.broadcast_add(b)?,
-        None => y,
-    })
+    Ok(crate::ops::linear::linear(x, lin.weight(), lin.bias())?)
 }
 
 /// PyG's `GATv2Conv` (without edge features or residual connections).
@@ -348,7 +345,7 @@ impl GatV2Conv {
             out.mean(1)?
         };
         let out = match &self.bias {
-            Some(b) => out.broadcast_add(b)?,
+            Some(b) => crate::ops::linear::add_bias(&out, b)?,
             None => out,
         };
         Ok(GatV2Output {
