@@ -395,6 +395,10 @@ pub(crate) fn propagate(
             None => Tensor::ones(edge_index.num_edges(), h.dtype(), h.device())?,
         };
         let csr = edge_index.csr()?;
+        if h.device().is_cpu() {
+            // [N, F] as one head: no reshape nodes (their backward passes copy the gradient)
+            return Ok(crate::ops::csr_spmm(h, &w.unsqueeze(1)?, csr)?);
+        }
         let out = crate::ops::csr_spmm(&h.reshape((n, 1, f))?, &w.unsqueeze(1)?, csr)?;
         return Ok(out.reshape((n, f))?);
     }

@@ -246,4 +246,39 @@ mod mask_tests {
             assert_eq!(fast.rng.random::<u64>(), slow.random::<u64>());
         }
     }
+
+    /// The one-op dropout equals candle's `(x * mask) * scale`, values and gradient.
+    #[test]
+    fn fused_dropout_equals_the_composed_ops() {
+        use candle_core::Var;
+        let vals: Vec<f32> = (0..5000).map(|i| ((i as f32) * 0.71).sin() * 3.0).collect();
+        let x = Var::from_vec(vals.clone(), (50, 100), &Device::Cpu).unwrap();
+        let w = Tensor::from_vec(
+            (0..vals.len())
+                .map(|i| (i % 5) as f32 - 2.5)
+                .collect::<Vec<_>>(),
+            (50, 100),
+            &Device::Cpu,
+        )
+        .unwrap();
+        let p = 0.6;
+        let fused = Dropout::new(3, &Device::Cpu)
+            .apply(x.as_tensor(), p)
+            .unwrap();
+        let keep = Dropout::new(3, &Device::Cpu).host_mask(vals.len(), p);
+        let mask = Tensor::from_vec(keep, (50, 100), &Device::Cpu).unwrap();
+        let composed = ((x.as_tensor() * mask).unwrap() * (1.0 / (1.0 - p))).unwrap();
+        let grad = |y: &Tensor| {
+            let g = (y * &w).unwrap().sum_all().unwrap().backward().unwrap();
+            g.get(x.as_tensor())
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        };
+        let v = |y: &Tensor| y.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(v(&fused), v(&composed));
+        assert_eq!(grad(&fused), grad(&composed));
+    }
 }
