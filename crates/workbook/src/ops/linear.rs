@@ -86,7 +86,7 @@ fn add_rows<T: Real>(y: &mut [T], b: &[T]) {
     }
     for row in y.chunks_mut(b.len()) {
         for (a, &v) in row.iter_mut().zip(b) {
-            *a = *a + v;
+            *a += v;
         }
     }
 }
