@@ -3,6 +3,7 @@
 //! With no command, trains GCN and GATv2 on the embedded karate club graph and writes a report
 //! with training curves (`cargo run --release` at the repository root).
 
+mod allocator;
 mod commands;
 mod progress;
 
@@ -50,6 +51,7 @@ fn parse_device(s: &str) -> Result<DeviceSpec, String> {
 }
 
 fn main() -> Result<()> {
+    allocator::keep_freed_buffers();
     let cli = Cli::parse();
     let command = cli.command.unwrap_or(Command::Demo(Default::default()));
     // `--devices` names every device itself (and conflicts with --device): no single device

@@ -806,7 +806,8 @@ impl Model {
         }
         Ok(match self.config.activation {
             Activation::Relu => h.relu()?,
-            Activation::Elu => h.elu(1.0)?,
+            // candle's elu, with a one-pass gradient (ops::elu)
+            Activation::Elu => crate::ops::elu::elu(&h, 1.0)?,
             Activation::None => h,
         })
     }

@@ -227,3 +227,39 @@ fn bad_shapes_are_errors_not_panics() {
     let s = Tensor::zeros((4, 1), DType::F32, &Device::Cpu).unwrap();
     assert!(csr_softmax(&s, &csr).is_err());
 }
+
+/// On the CPU the kernels also take node features as `[N, H·C]` (heads side by side, as a
+/// linear map returns them): the same values and gradients as the `[N, H, C]` form, bit for bit.
+#[test]
+fn heads_side_by_side_equal_the_three_dimensional_form() {
+    let g = random_graph(11, 40, 150);
+    let csr = Arc::new(Csr::new(&g.src, &g.dst, g.n, &Device::Cpu).unwrap());
+    let (h, c) = (3, 4);
+    let x_l = randn(&[g.n, h * c], DType::F32, 1);
+    let x_r = randn(&[g.n, h * c], DType::F32, 2);
+    let att = randn(&[1, h, c], DType::F32, 3);
+    let run = |flat: bool| {
+        let shape = |t: &Tensor| {
+            if flat {
+                t.clone()
+            } else {
+                t.reshape((g.n, h, c)).unwrap()
+            }
+        };
+        let (l, r) = (shape(x_l.as_tensor()), shape(x_r.as_tensor()));
+        let s = gat_scores(&l, &r, att.as_tensor(), &csr, 0.2).unwrap();
+        let alpha = csr_softmax(&s, &csr).unwrap();
+        let out = csr_spmm(&l, &alpha, &csr).unwrap();
+        assert_eq!(out.dims(), l.dims());
+        let out = out.reshape((g.n, h * c)).unwrap();
+        let grads = weighted_sum(&out, 5).backward().unwrap();
+        let v = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        (
+            v(&out),
+            v(grads.get(x_l.as_tensor()).unwrap()),
+            v(grads.get(x_r.as_tensor()).unwrap()),
+            v(grads.get(att.as_tensor()).unwrap()),
+        )
+    };
+    assert_eq!(run(true), run(false));
+}

@@ -200,13 +200,10 @@ fn linear(vb: &VarBuilder, name: &str, out: usize, inp: usize, bias: bool) -> Re
 }
 
 /// `x · Wᵀ + b` for `lin_l` / `lin_r`, over x's non-zeros when it is sparse (bag-of-words
-/// features); candle-nn's `Linear` keeps the parameters, this computes the product.
+/// features), as one op with a lean backward pass otherwise ([`crate::ops::linear`]);
+/// candle-nn's `Linear` keeps the parameters, this computes the product.
 fn project(lin: &Linear, x: &Tensor) -> Result<Tensor> {
-    let y = crate::ops::sparse_features::linear(x, lin.weight())?;
-    Ok(match lin.bias() {
-        Some(b) => y.broadcast_add(b)?,
-        None => y,
-    })
+    Ok(crate::ops::linear::linear(x, lin.weight(), lin.bias())?)
 }
 
 /// PyG's `GATv2Conv` (without edge features or residual connections).
@@ -292,9 +289,11 @@ impl GatV2Conv {
         Module::check_forward(self, "GATv2Conv parameters", x, edge_index, None)?;
         let (h, c) = (self.config.heads, self.config.out_channels);
         let n = edge_index.num_nodes();
-        let x_l = project(&self.lin_l, x)?.reshape((n, h, c))?;
+        // [N, H·C], heads side by side: the fused kernels take that shape on the CPU, so no
+        // reshape node (whose backward pass copies the gradient) sits between them.
+        let x_l = project(&self.lin_l, x)?;
         let x_r = match &self.lin_r {
-            Some(lin_r) => project(lin_r, x)?.reshape((n, h, c))?,
+            Some(lin_r) => project(lin_r, x)?,
             None => x_l.clone(),
         };
         let edges = if self.config.add_self_loops {
@@ -308,6 +307,10 @@ impl GatV2Conv {
             Some(edges.csr()?.clone())
         } else {
             None
+        };
+        let (x_l, x_r) = match &csr {
+            Some(_) if x.device().is_cpu() => (x_l, x_r),
+            _ => (x_l.reshape((n, h, c))?, x_r.reshape((n, h, c))?),
         };
         let slope = self.config.negative_slope;
         let (alpha, x_j) = match &csr {
@@ -327,6 +330,7 @@ impl GatV2Conv {
             Some(d) if self.config.dropout > 0.0 => d.apply(&alpha, self.config.dropout)?,
             _ => alpha.clone(),
         };
+        // [N, H·C] from the CPU kernel, [N, H, C] otherwise
         let out = match (&csr, x_j) {
             (Some(csr), _) => crate::ops::csr_spmm(&x_l, &used, csr)?,
             (None, x_j) => {
@@ -343,12 +347,23 @@ impl GatV2Conv {
             }
         };
         let out = if self.config.concat {
-            out.reshape((n, h * c))?
+            if out.rank() == 2 {
+                out
+            } else {
+                out.reshape((n, h * c))?
+            }
+        } else if h == 1 {
+            // the mean of one head is that head (x / 1 is exact)
+            if out.rank() == 2 {
+                out
+            } else {
+                out.reshape((n, c))?
+            }
         } else {
-            out.mean(1)?
+            out.reshape((n, h, c))?.mean(1)?
         };
         let out = match &self.bias {
-            Some(b) => out.broadcast_add(b)?,
+            Some(b) => crate::ops::linear::add_bias(&out, b)?,
             None => out,
         };
         Ok(GatV2Output {

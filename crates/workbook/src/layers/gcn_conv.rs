@@ -299,7 +299,8 @@ impl GcnConv {
         let edges = self.edges(edge_index, edge_weight, x.dtype())?;
         let out = crate::ops::aggregate_sum(&h, &edges.edge_index, edges.weight.as_ref())?;
         Ok(match &self.bias {
-            Some(b) => out.broadcast_add(b)?,
+            // candle's broadcast_add, with a cheaper bias gradient (ops::linear)
+            Some(b) => crate::ops::linear::add_bias(&out, b)?,
             None => out,
         })
     }

@@ -41,6 +41,10 @@ pub fn aggregate_sum(
             None => Tensor::ones(edge_index.num_edges(), h.dtype(), h.device())?,
         };
         let csr = edge_index.csr()?;
+        if h.device().is_cpu() {
+            // [N, F] as one head: no reshape nodes (their backward passes copy the gradient)
+            return Ok(super::csr_spmm(h, &w.unsqueeze(1)?, csr)?);
+        }
         let out = super::csr_spmm(&h.reshape((n, 1, f))?, &w.unsqueeze(1)?, csr)?;
         return Ok(out.reshape((n, f))?);
     }

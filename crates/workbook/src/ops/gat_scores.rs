@@ -34,8 +34,10 @@ use candle_core::{CpuStorage, CustomOp1, CustomOp3, Layout, Shape, Tensor};
 use rayon::prelude::*;
 use std::sync::Arc;
 
-/// Scores of every edge and head (see the module docs). `x_l`, `x_r`: `[N, H, C]`; `att`:
-/// `[1, H, C]` or `[H, C]`; result `[E, H]` in the edges' original order.
+/// Scores of every edge and head (see the module docs). `x_l`, `x_r`: `[N, H, C]`, or on the CPU
+/// also `[N, H·C]` (heads side by side, as a linear map returns them: no reshape node, whose
+/// backward pass would copy the gradient); `att`: `[1, H, C]` or `[H, C]`; result `[E, H]` in
+/// the edges' original order.
 pub fn gat_scores(
     x_l: &Tensor,
     x_r: &Tensor,
@@ -43,11 +45,19 @@ pub fn gat_scores(
     csr: &Arc<Csr>,
     negative_slope: f64,
 ) -> candle_core::Result<Tensor> {
-    let (n, h, c) = x_l.dims3()?;
-    if n != csr.num_nodes() || x_r.dims() != x_l.dims() || att.elem_count() != h * c {
+    let n = csr.num_nodes();
+    let (h, c) = match (x_l.dims(), att.dims()) {
+        (&[_, h, c], _) => (h, c),
+        (&[_, _], &[1, h, c] | &[h, c]) => (h, c),
+        _ => (0, 0),
+    };
+    let fits =
+        |t: &Tensor| t.dims() == [n, h, c] || (t.dims() == [n, h * c] && t.device().is_cpu());
+    if h * c == 0 || !fits(x_l) || x_r.dims() != x_l.dims() || att.elem_count() != h * c {
         candle_core::bail!(
-            "gat_scores: x_l and x_r must be [{}, H, C] and att hold H·C values, got {:?}, {:?}, {:?}",
-            csr.num_nodes(),
+            "gat_scores: x_l and x_r must be [{}, H, C] (or [{}, H·C] on the CPU) and att hold H·C values, got {:?}, {:?}, {:?}",
+            n,
+            n,
             x_l.dims(),
             x_r.dims(),
             att.dims()
@@ -62,6 +72,8 @@ pub fn gat_scores(
         GatScores {
             csr: csr.clone(),
             slope: negative_slope,
+            h,
+            c,
         },
     )
 }
@@ -69,6 +81,9 @@ pub fn gat_scores(
 struct GatScores {
     csr: Arc<Csr>,
     slope: f64,
+    /// Heads and channels per head (`x_l` may be `[N, H·C]`).
+    h: usize,
+    c: usize,
 }
 
 #[inline]
@@ -242,7 +257,7 @@ impl CustomOp3 for GatScores {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (_, h, c) = l1.shape().dims3()?;
+        let (h, c) = (self.h, self.c);
         let csr = &*self.csr;
         macro_rules! run {
             ($t:ty, $ctor:ident) => {
@@ -296,6 +311,8 @@ impl CustomOp3 for GatScores {
             }
             let op = ScoresGrad {
                 csr: self.csr.clone(),
+                h: self.h,
+                c: self.c,
                 slope: self.slope,
                 x_l: x_l.clone(),
                 x_r: x_r.clone(),
@@ -312,6 +329,8 @@ impl CustomOp3 for GatScores {
 /// ride along in the op.
 struct ScoresGrad {
     csr: Arc<Csr>,
+    h: usize,
+    c: usize,
     slope: f64,
     x_l: Tensor,
     x_r: Tensor,
@@ -325,7 +344,7 @@ impl CustomOp1 for ScoresGrad {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (n, h, c) = self.x_l.dims3()?;
+        let (n, h, c) = (self.csr.num_nodes(), self.h, self.c);
         let shape = if self.wrt == Wrt::Att {
             Shape::from((h, c))
         } else {

@@ -5,8 +5,10 @@
 pub mod aggregate;
 pub mod csr;
 pub mod csr_softmax;
+pub mod elu;
 pub mod gat_scores;
 pub mod kernel_support;
+pub mod linear;
 pub mod segment_max;
 pub mod segment_softmax;
 pub mod sparse_features;

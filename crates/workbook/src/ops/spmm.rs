@@ -31,13 +31,22 @@ use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
 use rayon::prelude::*;
 use std::sync::Arc;
 
-/// `Σ_{e = (j → i)} w[e, h] · x[j, h, :]` for every node `i` (see the module docs).
+/// `Σ_{e = (j → i)} w[e, h] · x[j, h, :]` for every node `i` (see the module docs). `x` is
+/// `[N, H, C]`, or on the CPU also `[N, H·C]` (heads side by side: no reshape node, whose backward
+/// pass would copy the gradient); the result has `x`'s shape.
 pub fn csr_spmm(x: &Tensor, w: &Tensor, csr: &Arc<Csr>) -> candle_core::Result<Tensor> {
-    let (n, h, _) = x.dims3()?;
-    if n != csr.num_nodes() || w.dims() != [csr.num_edges(), h] {
+    let n = csr.num_nodes();
+    let h = w.dims().get(1).copied().unwrap_or(0);
+    let fits = match *x.dims() {
+        [xn, xh, _] => xn == n && xh == h,
+        [xn, f] => xn == n && h > 0 && f % h == 0 && x.device().is_cpu(),
+        _ => false,
+    };
+    if !fits || w.dims() != [csr.num_edges(), h] {
         candle_core::bail!(
-            "csr_spmm: x must be [{}, H, C] and w [{}, H], got {:?} and {:?}",
-            csr.num_nodes(),
+            "csr_spmm: x must be [{}, H, C] (or [{}, H·C] on the CPU) and w [{}, H], got {:?} and {:?}",
+            n,
+            n,
             csr.num_edges(),
             x.dims(),
             w.dims()
@@ -53,6 +62,15 @@ pub fn csr_spmm(x: &Tensor, w: &Tensor, csr: &Arc<Csr>) -> candle_core::Result<T
             transpose: false,
         },
     )
+}
+
+/// Heads and channels per head of node features `x` (`[N, H, C]` or `[N, H·C]`) with `h` heads.
+fn heads_channels(x: &Shape, h: usize) -> (usize, usize) {
+    match x.dims() {
+        [_, h, c] => (*h, *c),
+        [_, f] if h > 0 => (h, f / h),
+        _ => (h, 0),
+    }
 }
 
 /// The op; `transpose` sums over the edges out of each node instead (the gradient).
@@ -145,7 +163,8 @@ impl CustomOp2 for Spmm {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (n, h, c) = l1.shape().dims3()?;
+        let (_, h) = l2.shape().dims2()?;
+        let (h, c) = heads_channels(l1.shape(), h);
         let out = match (s1, s2) {
             (CpuStorage::F32(_), CpuStorage::F32(_)) => CpuStorage::F32(spmm(
                 host_slice(s1, l1, "csr_spmm")?,
@@ -166,7 +185,7 @@ impl CustomOp2 for Spmm {
                 s1.dtype()
             ),
         };
-        Ok((out, Shape::from((n, h, c))))
+        Ok((out, l1.shape().clone()))
     }
 
     #[cfg(feature = "cuda")]
@@ -200,6 +219,7 @@ impl CustomOp2 for Spmm {
         let dw = if w.track_op() {
             let op = EdgeDot {
                 csr: self.csr.clone(),
+                h: w.dim(1)?,
                 transpose: self.transpose,
             };
             Some(grad.apply_op2_no_bwd(x, &op)?)
@@ -213,6 +233,8 @@ impl CustomOp2 for Spmm {
 /// `∂w`: the dot product of the output gradient at each edge's target with the source's row.
 struct EdgeDot {
     csr: Arc<Csr>,
+    /// Heads (`x` may be `[N, H·C]`).
+    h: usize,
     transpose: bool,
 }
 
@@ -228,7 +250,7 @@ impl CustomOp2 for EdgeDot {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (_, h, c) = l1.shape().dims3()?;
+        let (h, c) = heads_channels(l1.shape(), self.h);
         let (csr, t) = (&*self.csr, self.transpose);
         let out = match (s1, s2) {
             (CpuStorage::F32(_), CpuStorage::F32(_)) => CpuStorage::F32(edge_dot(

@@ -13,10 +13,13 @@
 //! assert_eq!(a.to_vec2::<f32>().unwrap(), b.to_vec2::<f32>().unwrap()); // same seed, same mask
 //! ```
 
-use candle_core::{Device, Tensor};
+use crate::ops::kernel_support::{host_slice, with_host};
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Shape, Tensor};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
+use std::sync::Arc;
 
 /// A source of dropout masks.
 #[derive(Debug)]
@@ -121,9 +124,101 @@ impl Dropout {
                 .to_dtype(x.dtype())?
         } else {
             let keep = self.host_mask(x.elem_count(), p);
+            if x.device().is_cpu() && matches!(x.dtype(), DType::F32 | DType::F64) {
+                return x.contiguous()?.apply_op1(MaskScale {
+                    keep: Arc::new(keep),
+                    scale,
+                });
+            }
             Tensor::from_vec(keep, x.shape(), x.device())?.to_dtype(x.dtype())?
         };
         (x * mask)? * scale
+    }
+}
+
+/// `(x · mask) · scale` on the CPU as one op, rounded as candle's two (`x * mask`, then the
+/// affine map `v · scale + 0`), with the gradient `(g · scale + 0) · mask` in one pass. The
+/// composed ops allocate a converted mask, and their backward pass also computes a gradient for
+/// the mask and accumulates each gradient into a fresh zero tensor: on GATv2 that was three
+/// dropouts' worth of passes over `[N, 64]` and `[E, 8]` tensors per step.
+struct MaskScale {
+    /// 1 (kept) or 0 per element.
+    keep: Arc<Vec<f32>>,
+    scale: f64,
+}
+
+/// Elements per parallel task (element-wise, so the split changes no value).
+const OP_CHUNK: usize = 1 << 14;
+
+fn mask_scale<T: candle_core::WithDType>(x: &[T], keep: &[f32], scale: f64) -> Vec<T> {
+    let (s, zero) = (T::from_f64(scale), T::from_f64(0.0));
+    let mut out = vec![zero; x.len()];
+    out.par_chunks_mut(OP_CHUNK)
+        .zip(x.par_chunks(OP_CHUNK).zip(keep.par_chunks(OP_CHUNK)))
+        .for_each(|(o, (x, k))| {
+            for ((o, &x), &k) in o.iter_mut().zip(x).zip(k) {
+                *o = x * T::from_f64(f64::from(k)) * s + zero;
+            }
+        });
+    out
+}
+
+/// `(g · scale + 0) · mask`: candle's affine backward, then its product's.
+fn mask_scale_grad<T: candle_core::WithDType>(g: &[T], keep: &[f32], scale: f64) -> Vec<T> {
+    let (s, zero) = (T::from_f64(scale), T::from_f64(0.0));
+    let mut out = vec![zero; g.len()];
+    out.par_chunks_mut(OP_CHUNK)
+        .zip(g.par_chunks(OP_CHUNK).zip(keep.par_chunks(OP_CHUNK)))
+        .for_each(|(o, (g, k))| {
+            for ((o, &g), &k) in o.iter_mut().zip(g).zip(k) {
+                *o = (g * s + zero) * T::from_f64(f64::from(k));
+            }
+        });
+    out
+}
+
+impl CustomOp1 for MaskScale {
+    fn name(&self) -> &'static str {
+        "dropout"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let out = match s {
+            CpuStorage::F32(_) => CpuStorage::F32(mask_scale(
+                host_slice::<f32>(s, l, "dropout")?,
+                &self.keep,
+                self.scale,
+            )),
+            CpuStorage::F64(_) => CpuStorage::F64(mask_scale(
+                host_slice::<f64>(s, l, "dropout")?,
+                &self.keep,
+                self.scale,
+            )),
+            other => candle_core::bail!("dropout: f32 or f64 expected, got {:?}", other.dtype()),
+        };
+        Ok((out, l.shape().clone()))
+    }
+
+    fn bwd(&self, x: &Tensor, _res: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {
+        let grad = grad.contiguous()?;
+        let g = match grad.dtype() {
+            DType::F32 => Tensor::from_vec(
+                with_host::<f32, _>(&grad, "dropout", |g| {
+                    Ok(mask_scale_grad(g, &self.keep, self.scale))
+                })?,
+                x.shape(),
+                x.device(),
+            )?,
+            DType::F64 => Tensor::from_vec(
+                with_host::<f64, _>(&grad, "dropout", |g| {
+                    Ok(mask_scale_grad(g, &self.keep, self.scale))
+                })?,
+                x.shape(),
+                x.device(),
+            )?,
+            other => candle_core::bail!("dropout: f32 or f64 expected, got {other:?}"),
+        };
+        Ok(Some(g))
     }
 }
 
@@ -150,5 +245,40 @@ mod mask_tests {
             assert_eq!(got, want, "n = {n}, p = {p}");
             assert_eq!(fast.rng.random::<u64>(), slow.random::<u64>());
         }
+    }
+
+    /// The one-op dropout equals candle's `(x * mask) * scale`, values and gradient.
+    #[test]
+    fn fused_dropout_equals_the_composed_ops() {
+        use candle_core::Var;
+        let vals: Vec<f32> = (0..5000).map(|i| ((i as f32) * 0.71).sin() * 3.0).collect();
+        let x = Var::from_vec(vals.clone(), (50, 100), &Device::Cpu).unwrap();
+        let w = Tensor::from_vec(
+            (0..vals.len())
+                .map(|i| (i % 5) as f32 - 2.5)
+                .collect::<Vec<_>>(),
+            (50, 100),
+            &Device::Cpu,
+        )
+        .unwrap();
+        let p = 0.6;
+        let fused = Dropout::new(3, &Device::Cpu)
+            .apply(x.as_tensor(), p)
+            .unwrap();
+        let keep = Dropout::new(3, &Device::Cpu).host_mask(vals.len(), p);
+        let mask = Tensor::from_vec(keep, (50, 100), &Device::Cpu).unwrap();
+        let composed = ((x.as_tensor() * mask).unwrap() * (1.0 / (1.0 - p))).unwrap();
+        let grad = |y: &Tensor| {
+            let g = (y * &w).unwrap().sum_all().unwrap().backward().unwrap();
+            g.get(x.as_tensor())
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        };
+        let v = |y: &Tensor| y.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(v(&fused), v(&composed));
+        assert_eq!(grad(&fused), grad(&composed));
     }
 }
