@@ -15,13 +15,10 @@
 //! assert_eq!(y, [(-1f32).exp() - 1., 0., 2.]);
 //! ```
 
-use super::kernel_support::{host_slice, with_host, Real};
+use super::kernel_support::{host_slice, with_host, Real, ELEMENTS_PER_TASK};
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Tensor};
 use rayon::prelude::*;
-
-/// Elements per parallel task (element-wise, so the split does not change any value).
-const CHUNK: usize = 1 << 14;
 
 /// `x` where `x > 0`, else `α · (eˣ - 1)` (candle's `elu`; see the module docs).
 pub fn elu(x: &Tensor, alpha: f64) -> candle_core::Result<Tensor> {
@@ -47,8 +44,8 @@ fn elu_value<T: Real>(v: T, alpha: T) -> T {
 
 fn forward<T: Real>(x: &[T], alpha: T) -> Vec<T> {
     let mut out = vec![T::zero(); x.len()];
-    out.par_chunks_mut(CHUNK)
-        .zip(x.par_chunks(CHUNK))
+    out.par_chunks_mut(ELEMENTS_PER_TASK)
+        .zip(x.par_chunks(ELEMENTS_PER_TASK))
         .for_each(|(o, x)| {
             for (o, &v) in o.iter_mut().zip(x) {
                 *o = elu_value(v, alpha);
@@ -60,9 +57,12 @@ fn forward<T: Real>(x: &[T], alpha: T) -> Vec<T> {
 /// `g · ([x > 0] + [x ≤ 0] · (y + α))`, as candle's backward pass rounds it.
 fn backward<T: Real>(g: &[T], x: &[T], y: &[T], alpha: T) -> Vec<T> {
     let mut out = vec![T::zero(); g.len()];
-    out.par_chunks_mut(CHUNK)
-        .zip(g.par_chunks(CHUNK))
-        .zip(x.par_chunks(CHUNK).zip(y.par_chunks(CHUNK)))
+    out.par_chunks_mut(ELEMENTS_PER_TASK)
+        .zip(g.par_chunks(ELEMENTS_PER_TASK))
+        .zip(
+            x.par_chunks(ELEMENTS_PER_TASK)
+                .zip(y.par_chunks(ELEMENTS_PER_TASK)),
+        )
         .for_each(|((o, g), (x, y))| {
             for (((o, &g), &x), &y) in o.iter_mut().zip(g).zip(x).zip(y) {
                 let pos = if x > T::zero() { T::one() } else { T::zero() };

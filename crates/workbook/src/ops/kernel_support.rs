@@ -140,6 +140,10 @@ pub(crate) fn prefetch_row<T>(data: &[T], start: usize, len: usize) {
 /// Rows handed to one rayon task: fewer and the scheduling costs more than the work.
 pub(crate) const MIN_ROWS_PER_TASK: usize = 64;
 
+/// Elements handed to one rayon task by the element-wise ops (ELU, dropout); element-wise, so
+/// the split changes no value.
+pub(crate) const ELEMENTS_PER_TASK: usize = 1 << 14;
+
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda {
     use candle_core::cuda_backend::cudarc::driver::CudaView;

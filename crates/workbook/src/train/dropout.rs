@@ -13,7 +13,7 @@
 //! assert_eq!(a.to_vec2::<f32>().unwrap(), b.to_vec2::<f32>().unwrap()); // same seed, same mask
 //! ```
 
-use crate::ops::kernel_support::{host_slice, with_host};
+use crate::ops::kernel_support::{host_slice, with_host, ELEMENTS_PER_TASK};
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Shape, Tensor};
 use rand::{Rng, RngCore, SeedableRng};
@@ -147,14 +147,14 @@ struct MaskScale {
     scale: f64,
 }
 
-/// Elements per parallel task (element-wise, so the split changes no value).
-const OP_CHUNK: usize = 1 << 14;
-
 fn mask_scale<T: candle_core::WithDType>(x: &[T], keep: &[f32], scale: f64) -> Vec<T> {
     let (s, zero) = (T::from_f64(scale), T::from_f64(0.0));
     let mut out = vec![zero; x.len()];
-    out.par_chunks_mut(OP_CHUNK)
-        .zip(x.par_chunks(OP_CHUNK).zip(keep.par_chunks(OP_CHUNK)))
+    out.par_chunks_mut(ELEMENTS_PER_TASK)
+        .zip(
+            x.par_chunks(ELEMENTS_PER_TASK)
+                .zip(keep.par_chunks(ELEMENTS_PER_TASK)),
+        )
         .for_each(|(o, (x, k))| {
             for ((o, &x), &k) in o.iter_mut().zip(x).zip(k) {
                 *o = x * T::from_f64(f64::from(k)) * s + zero;
@@ -167,8 +167,11 @@ fn mask_scale<T: candle_core::WithDType>(x: &[T], keep: &[f32], scale: f64) -> V
 fn mask_scale_grad<T: candle_core::WithDType>(g: &[T], keep: &[f32], scale: f64) -> Vec<T> {
     let (s, zero) = (T::from_f64(scale), T::from_f64(0.0));
     let mut out = vec![zero; g.len()];
-    out.par_chunks_mut(OP_CHUNK)
-        .zip(g.par_chunks(OP_CHUNK).zip(keep.par_chunks(OP_CHUNK)))
+    out.par_chunks_mut(ELEMENTS_PER_TASK)
+        .zip(
+            g.par_chunks(ELEMENTS_PER_TASK)
+                .zip(keep.par_chunks(ELEMENTS_PER_TASK)),
+        )
         .for_each(|(o, (g, k))| {
             for ((o, &g), &k) in o.iter_mut().zip(g).zip(k) {
                 *o = (g * s + zero) * T::from_f64(f64::from(k));
