@@ -255,16 +255,7 @@ fn kernel_graph(seed: u64, n: usize, e: usize, hub: usize) -> (Vec<u32>, Vec<u32
 fn relative_diff(a: &Tensor, b: &Tensor) -> f32 {
     let a = a.to_device(&Device::Cpu).unwrap();
     let b = b.to_device(&Device::Cpu).unwrap();
-    let scale = b
-        .abs()
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .max(0)
-        .unwrap()
-        .to_scalar::<f32>()
-        .unwrap()
-        .max(1.0);
+    let scale = common::max_abs(&b).max(1.0);
     common::max_abs_diff(&a, &b) / scale
 }
 

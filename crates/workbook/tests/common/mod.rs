@@ -27,9 +27,12 @@ pub fn shared_planetoid_dir(test: &str) -> Option<PathBuf> {
 /// Largest absolute difference between two tensors of the same shape.
 pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
     assert_eq!(a.dims(), b.dims(), "shapes differ");
-    (a - b)
-        .unwrap()
-        .abs()
+    max_abs(&(a - b).unwrap())
+}
+
+/// Largest absolute value of an f32 tensor.
+pub fn max_abs(t: &Tensor) -> f32 {
+    t.abs()
         .unwrap()
         .flatten_all()
         .unwrap()
