@@ -346,18 +346,14 @@ impl GatV2Conv {
                 )?
             }
         };
-        let out = if self.config.concat {
-            if out.rank() == 2 {
+        let out = if self.config.concat || h == 1 {
+            // Concatenated heads, or one head, whose mean is itself (x / 1 is exact). Already
+            // [N, H·C] from the CPU kernel: no reshape node, whose backward pass copies.
+            let width = if self.config.concat { h * c } else { c };
+            if out.dims() == [n, width] {
                 out
             } else {
-                out.reshape((n, h * c))?
-            }
-        } else if h == 1 {
-            // the mean of one head is that head (x / 1 is exact)
-            if out.rank() == 2 {
-                out
-            } else {
-                out.reshape((n, c))?
+                out.reshape((n, width))?
             }
         } else {
             out.reshape((n, h, c))?.mean(1)?
