@@ -49,18 +49,21 @@ fn batches_are_prepared_in_the_background() {
 #[test]
 fn no_more_than_depth_batches_ahead() {
     // With at most `depth` batches waiting in the channel and one being prepared, batch k can
-    // only start once the loop has taken batch k - depth - 1.
+    // only start once the loop has taken batch k - depth - 1. The loop's `received` is read
+    // after `recv` returns, so the producer may legitimately start first; the end of step
+    // k - depth - 2 comes before the loop asks for batch k - depth - 1, an order the channel
+    // does guarantee.
     let depth = 1;
     let (_, records) = run(depth);
     assert!(
         records.iter().all(|r| r.prepared.in_background),
         "batches must be prefetched"
     );
-    for k in depth + 1..records.len() {
-        let taken = records[k - depth - 1].received;
+    for k in depth + 2..records.len() {
+        let asked = records[k - depth - 2].done;
         assert!(
-            records[k].prepared.start >= taken,
-            "batch {k} started before the loop took batch {}: more than {depth} batch(es) ahead",
+            records[k].prepared.start >= asked,
+            "batch {k} started before the loop asked for batch {}: more than {depth} batch(es) ahead",
             k - depth - 1
         );
     }
