@@ -22,6 +22,9 @@ torch-sparse, whose wheels come only from data.pyg.org), so `pyg_bench.py --batc
 training step on exactly those batches: the ratio compares compute on identical subgraphs, and
 sampling is the workbook's alone (its share is reported, PyG's is not timed). The loader is
 deterministic in (seed, epoch, batch), so the batches of every later round are the same ones.
+An epoch of a small training set is a single step of a few milliseconds: --batch-epochs times
+more of them per run than --epochs (PyG replays as many), so one slow stretch of a process does
+not move the median.
 
   python3 scripts/compare.py --datasets cora,csbm:100000 --threads 1,2 --rounds 3 \
       --batch-size 128 --python /work/pyg-venv/bin/python
@@ -73,6 +76,9 @@ def main():
     p.add_argument("--batch-size", type=int, default=None,
                    help="also mini-batch rows: seeds per batch (e.g. 128)")
     p.add_argument("--num-neighbors", default="10,10", help="with --batch-size: per hop, as PyG's")
+    p.add_argument("--batch-epochs", type=int, default=None,
+                   help="with --batch-size: timed mini-batch epochs (default: --epochs); PyG "
+                        "replays as many")
     p.add_argument("--raw", default=None, help="also write every JSON line to this file")
     args = p.parse_args()
     if args.raw:
@@ -117,6 +123,8 @@ def main():
                             batches = os.path.join(tmp, f"{dataset.replace(':', '_')}_{model}.batches.safetensors")
                             ours_cmd += ["--batch-size", str(args.batch_size),
                                          "--num-neighbors", args.num_neighbors]
+                            if args.batch_epochs:
+                                ours_cmd += ["--batch-epochs", str(args.batch_epochs)]
                             if not os.path.exists(batches):
                                 # Round 0 runs ours first: it writes the batches PyG replays.
                                 ours_cmd += ["--save-batches", batches]
@@ -168,7 +176,8 @@ def main():
 
     if not args.batch_size:
         return
-    print(f"\nMini-batch epochs: batch size {args.batch_size}, num_neighbors {args.num_neighbors}; "
+    print(f"\nMini-batch epochs: batch size {args.batch_size}, num_neighbors {args.num_neighbors}, "
+          f"medians of {args.batch_epochs or args.epochs} epochs per run; "
           "PyG trains on the workbook's batches (its sampling is not timed: PyG's NeighborLoader "
           "needs pyg-lib or torch-sparse). Ratio: ours compute / PyG compute.\n")
     print("| graph | model | threads | batches/epoch | ours ms/epoch | sampling share "

@@ -34,7 +34,8 @@ enum Command {
     /// Write a dataset as a graph file (safetensors: x, edge_index, y, masks).
     Data(commands::data::Args),
     /// Time a model's forward pass and training epoch (JSON; see scripts/compare.sh for PyG).
-    Bench(commands::bench::Args),
+    // Boxed: its options make it several times the size of the other variants.
+    Bench(Box<commands::bench::Args>),
     /// Print every tensor of a checkpoint and/or dataset with its device, dtype and shape.
     Inspect(commands::inspect::Args),
     /// Draw the book's measured figures (training curves, ledger bytes, serving throughput).
@@ -72,7 +73,7 @@ fn main() -> Result<()> {
         Command::Train(args) => commands::train::run(args, &chosen),
         Command::Predict(args) => commands::predict::run(args, &chosen),
         Command::Data(args) => commands::data::run(args, &chosen),
-        Command::Bench(args) => commands::bench::run(args, &chosen),
+        Command::Bench(args) => commands::bench::run(*args, &chosen),
         Command::Inspect(args) => commands::inspect::run(args, &chosen),
         Command::Figures(args) => commands::figures::run(args, &chosen),
         Command::ServeDemo(args) => commands::serve_demo::run(args, &chosen),

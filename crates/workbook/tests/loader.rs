@@ -444,6 +444,29 @@ fn prefetch_prepares_ahead_and_trains_identically() {
 }
 
 #[test]
+fn skipping_evaluation_trains_identically_and_evaluates_nothing() {
+    let g = csbm(800, 8);
+    let ledger = Ledger::new();
+    let sim = Placement::sim(1).with_ledger(&ledger);
+    let mut evaluated = trainer_bs(&g, &Placement::sim(1), 0, Eval::FullGraph, 10);
+    let mut skipped = trainer_bs(&g, &sim, 0, Eval::Skip, 10);
+    for epoch in 1..=2 {
+        let a = evaluated.epoch().unwrap();
+        let b = skipped.epoch().unwrap();
+        // Evaluation reads the model and draws no random numbers: the training is the same.
+        assert_eq!(a.stats.loss, b.stats.loss);
+        assert!(a.stats.test_accuracy.is_finite());
+        assert!(b.stats.train_accuracy.is_nan() && b.stats.val_accuracy.is_nan());
+        assert!(b.stats.test_accuracy.is_nan());
+        // Nothing but the metrics' one read-back in the evaluation phase.
+        let eval = ledger.in_phase(&format!("eval {epoch}"));
+        assert_eq!(eval.len(), 1, "{eval:?}");
+        assert_eq!(eval[0].to, "cpu");
+    }
+    assert!(ledger.in_phase("eval graph").is_empty());
+}
+
+#[test]
 fn minibatch_gcn_learns_cora() {
     let g = datasets::load("cora", None, Placement::cpu()).unwrap();
     let config = ModelConfig::gcn(g.num_features(), 16, g.num_classes());

@@ -84,6 +84,11 @@ pub struct Args {
     /// training step on the same subgraphs (see `commands/batch_file.rs`). One model, no sweep.
     #[arg(long, requires = "batch_size", value_name = "FILE")]
     save_batches: Option<PathBuf>,
+    /// With --batch-size: timed mini-batch epochs (default: --epochs). An epoch of a small
+    /// training set is one step of a few milliseconds, so a steady median needs more of them
+    /// than a full-batch epoch does.
+    #[arg(long, requires = "batch_size", value_name = "N")]
+    batch_epochs: Option<usize>,
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
@@ -97,6 +102,9 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     use workbook::limits::{check_count, check_threads};
     check_count("--epochs", args.epochs, 1)?;
     check_count("--warmup", args.warmup, 0)?;
+    if let Some(n) = args.batch_epochs {
+        check_count("--batch-epochs", n, 1)?;
+    }
     for &t in &args.serving_threads {
         check_threads("--serving-threads", t)?;
     }
@@ -160,7 +168,7 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
                     batch_size,
                     mini: args.mini.clone(),
                     warmup: args.warmup,
-                    repeats: args.epochs,
+                    repeats: args.batch_epochs.unwrap_or(args.epochs),
                     seed: args.seed,
                     save_batches: args.save_batches.clone(),
                 };

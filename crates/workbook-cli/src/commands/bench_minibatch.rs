@@ -2,7 +2,7 @@
 //!
 //! After the full-batch line of the same model and graph, one JSON line with `"bench":
 //! "minibatch"`: the training pass over one epoch's batches (`epoch_ms`, median over the timed
-//! epochs, evaluation excluded), sampled batches per second (batches over the time spent
+//! epochs; no evaluation runs, [`Eval::Skip`]), sampled batches per second (batches over the time spent
 //! sampling and gathering them), the sampling share of the epoch, bytes moved to the device
 //! per step, `full_batch_epoch_ms` (the full-batch line's median) for comparison, and the
 //! memory the mini-batch run added (peak resident set minus the resident set before it, with
@@ -60,11 +60,9 @@ pub fn run(
     let layers = config.layers.len();
     let num_neighbors = s.mini.num_neighbors(layers);
     let mb = MiniBatchConfig {
-        // Evaluation is not timed; sampled like training, to keep it short.
-        eval: Eval::Batches {
-            num_neighbors: num_neighbors.clone(),
-            batch_size: 1024,
-        },
+        // Nothing between epochs, as in PyG's replay of these batches: an evaluation pass
+        // would evict the caches and the allocator's free lists each training step reuses.
+        eval: Eval::Skip,
         ..s.mini.config(s.batch_size, layers)
     };
     let mut t = MiniBatchTrainer::new(config, host_graph, &recipe, mb, &chosen.placement)

@@ -24,38 +24,6 @@ pub fn kernels_support(dtype: DType, device: &Device) -> bool {
     }
 }
 
-/// Uses `threads` CPU threads for the kernels (rayon's global pool) and for candle's own CPU ops
-/// (which read `RAYON_NUM_THREADS` / `CANDLE_NUM_THREADS` when their pools start). Call it before
-/// any tensor work: pools that already started keep their size, and this then reports an error.
-pub fn set_cpu_threads(threads: usize) -> crate::Result<()> {
-    crate::limits::check_threads("threads", threads)?;
-    std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
-    std::env::set_var("CANDLE_NUM_THREADS", threads.to_string());
-    // candle's element-wise ops run on its own pool, whose workers spin 25,000 rounds after
-    // each op before they sleep; the kernels run on rayon's. With as many threads as cores,
-    // that spinning takes a core from the kernels' threads (a fifth of all CPU time in a
-    // two-thread GATv2 mini-batch step, `perf`). A short spin still covers back-to-back ops.
-    // A value the user set stays.
-    if std::env::var_os("CANDLE_BARRIER_POOL_SPIN_LIMIT").is_none() {
-        std::env::set_var("CANDLE_BARRIER_POOL_SPIN_LIMIT", "1000");
-    }
-    let built = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build_global();
-    if built.is_err() && rayon::current_num_threads() != threads {
-        return Err(crate::WorkbookError::InvalidConfig(format!(
-            "the CPU thread pool already runs {} threads; set the thread count before any tensor work",
-            rayon::current_num_threads()
-        )));
-    }
-    Ok(())
-}
-
-/// Threads the CPU kernels run on.
-pub fn cpu_threads() -> usize {
-    rayon::current_num_threads()
-}
-
 /// The float types the CPU kernels are written for.
 pub(crate) trait Real: WithDType {
     fn exp(self) -> Self;

@@ -3,6 +3,7 @@
 //! that GCN and GATv2 use on a destination-sorted [`Csr`].
 
 pub mod aggregate;
+pub mod cpu_pool;
 pub mod csr;
 pub mod csr_softmax;
 pub mod elu;
@@ -15,10 +16,11 @@ pub mod sparse_features;
 pub mod spmm;
 
 pub use aggregate::aggregate_sum;
+pub use cpu_pool::{cpu_threads, on_cpu_pool, set_cpu_threads};
 pub use csr::Csr;
 pub use csr_softmax::csr_softmax;
 pub use gat_scores::gat_scores;
-pub use kernel_support::{cpu_threads, kernels_support, set_cpu_threads};
+pub use kernel_support::kernels_support;
 pub use segment_max::segment_max;
 pub use segment_softmax::segment_softmax;
 pub use spmm::csr_spmm;

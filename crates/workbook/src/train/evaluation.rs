@@ -35,10 +35,14 @@ pub enum Eval {
     /// One forward pass over the whole graph, moved to the device once (phase `eval graph`).
     /// Exact, like full-batch training; only for graphs that fit on the device.
     FullGraph,
+    /// No evaluation: the accuracies are NaN and nothing runs between epochs. For timing the
+    /// training pass alone (`workbook bench`), as a replay of the same batches in PyG does.
+    Skip,
 }
 
 /// Counts correct predictions on the train, validation and test nodes (see the module docs).
 pub struct Evaluator {
+    skip: bool,
     device: Placement,
     loaders: Option<[NeighborLoader; 3]>,
     graph: Graph,
@@ -87,9 +91,10 @@ impl Evaluator {
                     make(InputNodes::Test)?,
                 ])
             }
-            Eval::FullGraph => None,
+            Eval::FullGraph | Eval::Skip => None,
         };
         Ok(Self {
+            skip: *eval == Eval::Skip,
             device: device.clone(),
             loaders,
             graph: graph.clone(),
@@ -99,8 +104,11 @@ impl Evaluator {
 
     /// Correct predictions of `model` (on the evaluator's device) on train, validation and
     /// test (an `f32 [3]` tensor on the device, nothing read back) and the number of nodes in
-    /// each.
+    /// each (all 0 with [`Eval::Skip`], which evaluates nothing).
     pub fn correct_counts(&mut self, model: &Model) -> Result<(Tensor, [usize; 3])> {
+        if self.skip {
+            return Ok((Tensor::zeros(3, DType::F32, self.device.device())?, [0; 3]));
+        }
         match &self.loaders {
             Some(loaders) => {
                 let mut counts = Vec::with_capacity(3);

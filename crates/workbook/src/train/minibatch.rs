@@ -16,7 +16,8 @@
 //! batch whole with [`Batch::to_device`](crate::loader::Batch::to_device), checks it (a part
 //! left behind is named: `batch.y`, `batch.n_id`), and steps. Evaluation is by batches over
 //! the split's nodes ([`Eval::Batches`]) or one full-graph pass on a copy of the graph moved
-//! to the device once ([`Eval::FullGraph`], for graphs that fit). Per epoch one read-back
+//! to the device once ([`Eval::FullGraph`], for graphs that fit), or skipped for timing the
+//! training pass alone ([`Eval::Skip`], accuracies NaN). Per epoch one read-back
 //! (loss and counts) crosses to the host, as in full-batch training. Step timings (prepare,
 //! wait, copy, compute) are kept for the timeline figure and the bench.
 //!
@@ -193,16 +194,19 @@ impl MiniBatchTrainer {
             WorkbookError::InvalidGraph("the batch has no labels (batch.y)".into())
         })?;
         let bs = batch.batch_size();
-        let out = self.model.forward_t(
-            batch.x(),
-            batch.edge_index(),
-            batch.edge_weight(),
-            Some(&mut self.dropout),
-        )?;
-        let loss =
-            candle_nn::loss::cross_entropy(&out.logits.narrow(0, 0, bs)?, &y.narrow(0, 0, bs)?)?;
-        self.opt.backward_step(&loss)?;
-        Ok(loss)
+        let (model, opt, dropout) = (&self.model, &mut self.opt, &mut self.dropout);
+        crate::ops::on_cpu_pool(self.device.device(), || {
+            let out = model.forward_t(
+                batch.x(),
+                batch.edge_index(),
+                batch.edge_weight(),
+                Some(dropout),
+            )?;
+            let logits = out.logits.narrow(0, 0, bs)?;
+            let loss = candle_nn::loss::cross_entropy(&logits, &y.narrow(0, 0, bs)?)?;
+            opt.backward_step(&loss)?;
+            Ok(loss)
+        })
     }
 
     /// One epoch: a pass over the training batches (ledger phase `epoch N`), then evaluation

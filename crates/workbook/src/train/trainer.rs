@@ -267,23 +267,24 @@ impl Trainer {
             )));
         }
         let start = Instant::now();
-        let out = self.model.forward_t(
-            graph.x(),
-            graph.edge_index(),
-            graph.edge_weight(),
-            Some(&mut self.dropout),
-        )?;
-        let y_train = y.index_select(&split.train, 0)?;
-        let loss =
-            candle_nn::loss::cross_entropy(&out.logits.index_select(&split.train, 0)?, &y_train)?;
-        self.opt.backward_step(&loss)?;
-        // GPU work is queued asynchronously; wait so the time covers the whole step.
-        at.device().synchronize()?;
-        let step_ms = start.elapsed().as_secs_f64() * 1e3;
-        let eval = self
-            .model
-            .forward(graph.x(), graph.edge_index(), graph.edge_weight())?;
-        let counts = correct_counts(&eval.logits, y, split)?;
+        let (model, opt, dropout) = (&self.model, &mut self.opt, &mut self.dropout);
+        let (loss, step_ms, counts) = crate::ops::on_cpu_pool(at.device(), || -> Result<_> {
+            let out = model.forward_t(
+                graph.x(),
+                graph.edge_index(),
+                graph.edge_weight(),
+                Some(dropout),
+            )?;
+            let y_train = y.index_select(&split.train, 0)?;
+            let logits = out.logits.index_select(&split.train, 0)?;
+            let loss = candle_nn::loss::cross_entropy(&logits, &y_train)?;
+            opt.backward_step(&loss)?;
+            // GPU work is queued asynchronously; wait so the time covers the whole step.
+            at.device().synchronize()?;
+            let step_ms = start.elapsed().as_secs_f64() * 1e3;
+            let eval = model.forward(graph.x(), graph.edge_index(), graph.edge_weight())?;
+            Ok((loss, step_ms, correct_counts(&eval.logits, y, split)?))
+        })?;
         let metrics = Tensor::cat(&[&loss.to_dtype(DType::F32)?.reshape(1)?, &counts], 0)?;
         let metrics = at.fetch_vec1::<f32>(&metrics, "metrics (loss, 3 accuracies)")?;
         let [train_accuracy, val_accuracy, test_accuracy] = to_accuracy(&metrics[1..], split)?;
