@@ -10,7 +10,7 @@
 //!   training while serving from atomically swapped snapshots, with the torn read it prevents
 //!   ([`threads::snapshot::torn_read_demo`]);
 //! - [`figures`]: the SVG figures of the book and the CLI, drawn with plotters;
-//! - [`bench`]: timing a model's forward pass and training step, comparable with PyG.
+//! - [`bench`](mod@bench): timing a model's forward pass and training step, comparable with PyG.
 //!
 //! Its dependencies beyond the core are plotters (figures) and arc-swap (snapshots).
 //!

@@ -68,7 +68,7 @@ pub struct OnnxOptions {
     pub edge_weight: bool,
 }
 
-/// Builds an ONNX graph's nodes with fresh names; what [`GraphLayer::export_onnx`]
+/// Builds an ONNX graph's nodes with fresh names; what [`GraphLayer::export_onnx`](crate::layers::GraphLayer::export_onnx)
 /// (crate::layers::GraphLayer::export_onnx) writes into.
 pub struct Builder {
     nodes: Vec<NodeProto>,

@@ -1,7 +1,7 @@
 //! safetensors export for PyTorch Geometric users: the weights under PyG's names and a small
 //! JSON config beside them.
 //!
-//! `model.safetensors` is a [`checkpoint`](crate::checkpoint) (PyG `state_dict` names such as
+//! `model.safetensors` is a [`checkpoint`] (PyG `state_dict` names such as
 //! `conv1.lin.weight`, float32, the config also in its metadata) and `model.json` is the config
 //! alone (layer classes and their constructor arguments, activation, dropout), for a person
 //! building the PyG model by hand. In Python:

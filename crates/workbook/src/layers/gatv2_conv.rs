@@ -2,7 +2,7 @@
 //!
 //! For every edge `j → i` and head `h`:
 //! `e_ji = aᵀ LeakyReLU(W_r x_i + W_l x_j)`, `α_ji = softmax_j(e_ji)` over the edges into `i`
-//! (stabilised with `i`'s own maximum, [`crate::ops::segment_softmax`]), and
+//! (stabilised with `i`'s own maximum, [`crate::ops::segment_softmax()`]), and
 //! `x'_i = Σ_j α_ji W_l x_j`. Heads are concatenated or averaged, then a bias is added.
 //!
 //! Unlike PyG before 2.5 (issue 8741: attention kept in `self._alpha` during `forward`, racy

@@ -1,6 +1,6 @@
 //! Graph convolution layers with PyTorch Geometric's semantics, parameter names and options,
 //! all behind one trait: [`GraphLayer`] (the forward pass) on top of
-//! [`Module`](crate::module::Module) (named parameters, buffers, placement).
+//! [`Module`] (named parameters, buffers, placement).
 //!
 //! A model ([`crate::Model`]) and every generic tool (moving, dtype conversion, the placement
 //! checks, `inspect`, checkpoints, the optimiser, ONNX export) see layers only through these

@@ -14,7 +14,7 @@
 //! (`CudaDevice::new_with_stream` opens a *different* device whose tensors candle will not mix
 //! with the first). So the copy itself cannot overlap the kernels as PyG's `non_blocking=True`
 //! does; what overlaps here is the host work (sampling, gathering rows), which the
-//! [bench](crate::bench) and the chapter measure. The copy stays in the training loop
+//! bench (`workbook bench`) and the chapter measure. The copy stays in the training loop
 //! (`batch.to_device`), so the ledger records it in the step that uses it.
 //!
 //! ```

@@ -62,3 +62,23 @@ pub fn on_cpu_pool<R: Send>(device: &Device, f: impl FnOnce() -> R + Send) -> R 
     }
     rayon::scope(|_| f())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cpu_step_runs_on_a_pool_worker_and_nested_calls_stay_there() {
+        assert!(
+            rayon::current_thread_index().is_none(),
+            "tests start off the pool"
+        );
+        let (outer, inner) = on_cpu_pool(&Device::Cpu, || {
+            let outer = rayon::current_thread_index();
+            let inner = on_cpu_pool(&Device::Cpu, rayon::current_thread_index);
+            (outer, inner)
+        });
+        assert!(outer.is_some(), "the step ran off the pool");
+        assert_eq!(inner, outer, "a nested call moved to another thread");
+    }
+}

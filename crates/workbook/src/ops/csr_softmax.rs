@@ -1,4 +1,4 @@
-//! The per-destination softmax of [`super::segment_softmax`], fused into one op over a [`Csr`].
+//! The per-destination softmax of [`super::segment_softmax()`], fused into one op over a [`Csr`].
 //!
 //! `alpha[e, h] = exp(s[e, h] - m[i, h]) / (Σ_{e' → i} exp(s[e', h] - m[i, h]) + 1e-16)` with
 //! `m[i, h]` node `i`'s own maximum, exactly PyG's `utils.softmax`. The composed version takes a

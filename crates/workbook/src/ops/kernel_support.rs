@@ -1,9 +1,9 @@
 //! Plumbing shared by the message-passing kernels: float types, host slices, CUDA modules.
 //!
-//! The kernels ([`super::spmm`], [`super::gat_scores`], [`super::csr_softmax`]) are candle custom
-//! ops. Their backward passes need tensors that are not arguments of the op (the CSR arrays on a
-//! GPU, the forward inputs); those are read here through `Tensor::storage_and_layout`, which works
-//! for any backend without copying.
+//! The kernels ([`super::spmm`], [`super::gat_scores()`], [`super::csr_softmax()`]) are candle
+//! custom ops. Their backward passes need tensors that are not arguments of the op (the CSR
+//! arrays on a GPU, the forward inputs); those are read here through
+//! `Tensor::storage_and_layout`, which works for any backend without copying.
 //!
 //! ```
 //! use workbook::candle_core::{DType, Device};

@@ -2,7 +2,7 @@
 //!
 //! For every edge `e = (j → i)` and head `h`:
 //! `alpha[e, h] = exp(s[e, h] - m[i, h]) / (sum_{e' → i} exp(s[e', h] - m[i, h]) + 1e-16)`,
-//! where `m[i, h]` is node `i`'s own maximum score ([`crate::ops::segment_max`]). The sums are
+//! where `m[i, h]` is node `i`'s own maximum score ([`crate::ops::segment_max()`]). The sums are
 //! candle `index_add`s, so the gradient is ordinary autograd.
 //!
 //! ```
