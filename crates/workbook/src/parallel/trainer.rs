@@ -224,25 +224,11 @@ impl DataParallelTrainer {
             .collective()
             .reduce_sum(&parts, &devices[0], "epoch loss")?;
         let mean_loss = (loss_sum / seeds.max(1) as f64)?.reshape(1)?;
-        let (counts, totals) = self.evaluator.correct_counts(self.dp.module())?;
-        let metrics = Tensor::cat(&[&mean_loss, &counts], 0)?;
-        let metrics = devices[0].fetch_vec1::<f32>(&metrics, "metrics (loss, 3 accuracies)")?;
-        let acc = |k: usize| {
-            if totals[k] == 0 {
-                f32::NAN
-            } else {
-                metrics[1 + k] / totals[k] as f32
-            }
-        };
+        let stats = self
+            .evaluator
+            .epoch_stats(self.dp.module(), &mean_loss, epoch, step_ms)?;
         let out = DataParallelEpoch {
-            stats: EpochStats {
-                epoch,
-                loss: metrics[0],
-                train_accuracy: acc(0),
-                val_accuracy: acc(1),
-                test_accuracy: acc(2),
-                step_ms,
-            },
+            stats,
             steps,
             batches: nbatches,
             replicas_in_sync: sync.in_sync,

@@ -21,6 +21,7 @@ use crate::graph::Graph;
 use crate::loader::{Batch, InputNodes, LoaderConfig, NeighborLoader};
 use crate::model::Model;
 use crate::placement::Placement;
+use crate::train::EpochStats;
 use candle_core::{DType, Tensor, D};
 
 /// How accuracy is measured after each epoch.
@@ -157,6 +158,37 @@ impl Evaluator {
                 Ok((Tensor::stack(&counts, 0)?, totals))
             }
         }
+    }
+    /// An epoch's statistics: `mean_loss` (a one-element tensor on the evaluator's device) and
+    /// the accuracies of `model`, read back together in one transfer (`metrics`); an accuracy
+    /// over no nodes (or with [`Eval::Skip`]) is NaN.
+    pub fn epoch_stats(
+        &mut self,
+        model: &Model,
+        mean_loss: &Tensor,
+        epoch: usize,
+        step_ms: f64,
+    ) -> Result<EpochStats> {
+        let (counts, totals) = self.correct_counts(model)?;
+        let metrics = Tensor::cat(&[mean_loss, &counts], 0)?;
+        let metrics = self
+            .device
+            .fetch_vec1::<f32>(&metrics, "metrics (loss, 3 accuracies)")?;
+        let acc = |k: usize| {
+            if totals[k] == 0 {
+                f32::NAN
+            } else {
+                metrics[1 + k] / totals[k] as f32
+            }
+        };
+        Ok(EpochStats {
+            epoch,
+            loss: metrics[0],
+            train_accuracy: acc(0),
+            val_accuracy: acc(1),
+            test_accuracy: acc(2),
+            step_ms,
+        })
     }
 }
 

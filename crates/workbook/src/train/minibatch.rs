@@ -268,26 +268,9 @@ impl MiniBatchTrainer {
         }
         let loss_sum = loss_sum.expect("the loader has at least one batch");
         let mean_loss = (loss_sum / seeds as f64)?.reshape(1)?;
-        let (counts, totals) = self.evaluator.correct_counts(&self.model)?;
-        let metrics = Tensor::cat(&[&mean_loss, &counts], 0)?;
-        let metrics = self
-            .device
-            .fetch_vec1::<f32>(&metrics, "metrics (loss, 3 accuracies)")?;
-        let acc = |k: usize| {
-            if totals[k] == 0 {
-                f32::NAN
-            } else {
-                metrics[1 + k] / totals[k] as f32
-            }
-        };
-        let stats = EpochStats {
-            epoch,
-            loss: metrics[0],
-            train_accuracy: acc(0),
-            val_accuracy: acc(1),
-            test_accuracy: acc(2),
-            step_ms,
-        };
+        let stats = self
+            .evaluator
+            .epoch_stats(&self.model, &mean_loss, epoch, step_ms)?;
         let out = MiniBatchEpoch {
             stats,
             batches: steps.len(),
