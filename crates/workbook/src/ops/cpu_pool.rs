@@ -6,7 +6,7 @@
 //! worker has done it: a wake-up and a sleep per loop, dozens of loops per training step. Started
 //! from a worker, the same loop runs on that worker at once (and with more threads, the others
 //! steal parts of it). [`on_cpu_pool`] runs a step on a worker, so only the step itself is handed
-//! over; a GATv2 step on a `csbm:100000` batch took 12-20% less time so (one and two threads,
+//! over; a GATv2 step on a `csbm:100000` batch took 10-25% less time so (one and two threads,
 //! `perf` showed the sleeps and wake-ups). Values do not change: every loop splits its work the
 //! same way wherever it starts.
 //!
