@@ -2,12 +2,14 @@
 //!
 //! After the full-batch line of the same model and graph, one JSON line with `"bench":
 //! "minibatch"`: the training pass over one epoch's batches (`epoch_ms`, median over the timed
-//! epochs; no evaluation runs, [`Eval::Skip`]), sampled batches per second (batches over the time spent
-//! sampling and gathering them), the sampling share of the epoch, bytes moved to the device
-//! per step, `full_batch_epoch_ms` (the full-batch line's median) for comparison, and the
-//! memory the mini-batch run added (peak resident set minus the resident set before it, with
-//! the peak reset first, as the full-batch line measures it): with `--sweep`, the scaling
-//! figure draws it beside the full-batch line, so the reader sees memory follow the batch.
+//! epochs; no evaluation runs, [`Eval::Skip`]), sampled batches per second (batches over the
+//! time spent sampling and gathering them), the sampling share of the epoch, bytes moved to the
+//! device per step, `full_batch_epoch_ms` (the full-batch line's median) for comparison, and
+//! the memory the mini-batch run added (peak resident set minus the resident set before it,
+//! with the peak reset first, as the full-batch line measures it): with `--sweep`, the scaling
+//! figure draws it beside the full-batch line. In this binary it reads near 0: the run reuses
+//! the heap the full-batch run freed, which the allocator settings (`crate::allocator`) keep
+//! in the process (README, "How time and memory grow").
 //! `compute_ms` is the epoch's training steps alone (forward, loss, backward, optimiser step;
 //! no sampling, no copy), the part `scripts/pyg_bench.py --batches` measures for PyG on the
 //! batches `--save-batches FILE` writes ([`batch_file`](super::batch_file)).

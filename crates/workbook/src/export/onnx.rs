@@ -68,8 +68,8 @@ pub struct OnnxOptions {
     pub edge_weight: bool,
 }
 
-/// Builds an ONNX graph's nodes with fresh names; what [`GraphLayer::export_onnx`](crate::layers::GraphLayer::export_onnx)
-/// (crate::layers::GraphLayer::export_onnx) writes into.
+/// Builds an ONNX graph's nodes with fresh names; what
+/// [`GraphLayer::export_onnx`](crate::layers::GraphLayer::export_onnx) writes into.
 pub struct Builder {
     nodes: Vec<NodeProto>,
     initializers: Vec<TensorProto>,

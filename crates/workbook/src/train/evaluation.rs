@@ -159,6 +159,7 @@ impl Evaluator {
             }
         }
     }
+
     /// An epoch's statistics: `mean_loss` (a one-element tensor on the evaluator's device) and
     /// the accuracies of `model`, read back together in one transfer (`metrics`); an accuracy
     /// over no nodes (or with [`Eval::Skip`]) is NaN.
