@@ -56,6 +56,14 @@ pub struct TestSpec {
     pub name: String,
     /// Points for passing it.
     pub points: u32,
+    /// The program this test builds, instead of a test of `tests/grade.rs`: an example of the
+    /// exercise crate (`[[example]]` in its `Cargo.toml`, source in `tests/programs/`), which
+    /// includes the student's file. It runs as a scenario of its own, unless `build_only`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+    /// With `program`: the test is that it compiles (the compiler's verdict, confined).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub build_only: bool,
 }
 
 /// One exercise of the catalogue.

@@ -1,8 +1,9 @@
-//! Grading submissions: one student's clone (`cargo grade --root CLONE`, run inside the teacher's
-//! repository) or a whole class folder (`cargo grade --class DIR`, one clone per student, graded
-//! in parallel). Each student's `edit` files are graded in a pristine tree ([`crate::pristine`]);
-//! every other change is listed as ignored. Besides one JSON and one JUnit report per student,
-//! a class run writes `summary.csv` and `summary.json`: points per student and exercise.
+//! Grading a class: a folder with one submission per student (`cargo grade --class DIR`), each
+//! through the judged stages of [`crate::grading`], `jobs` students at a time, each in a slot and
+//! sandbox of its own. Reports go to `<reports>/students/<student>.json` and `.xml`; the class
+//! summary (`summary.csv`, `summary.json`) is written once, atomically, after every student's
+//! run has ended: no student process can outlive its sandbox to touch it, and no student folder
+//! name can collide with it.
 //!
 //! ```
 //! let row = grader::class::SummaryRow {
@@ -11,100 +12,40 @@
 //!     total: 5,
 //!     max_points: 5,
 //!     ignored_files: vec![],
+//!     refused_files: vec![],
 //!     error: None,
-//!     report: "alice.json".into(),
+//!     report: "students/alice.json".into(),
 //! };
 //! assert_eq!(row.total, 5);
 //! ```
 
-use crate::catalog::{Catalog, Exercise, Variant};
 use crate::error::{GradeError, Result};
+use crate::grading::Grading;
 use crate::progress::Progress;
 use crate::report::write_atomically;
-use crate::runner::{self, RunOptions};
-use crate::{pristine, Report};
+use crate::submission;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Instant;
 
-/// One student's clone to grade in a pristine tree.
-pub struct StudentJob<'a> {
-    /// The teacher's exercises (their `exercise.toml`s decide what is graded).
-    pub catalog: &'a Catalog,
-    /// The exercises to grade.
-    pub selected: &'a [&'a Exercise],
-    /// The student's clone.
-    pub student: &'a Path,
-    /// The pristine tree to use ([`pristine::slot_dir`]).
-    pub slot: &'a Path,
-    /// The teacher's target folder, whose artefacts are reused.
-    pub target: &'a Path,
-    /// How to grade (time limits, features, progress).
-    pub options: &'a RunOptions,
-    /// Shared by pristine trees that build into the same target folder at the same time.
-    pub build_lock: Option<Arc<Mutex<()>>>,
-}
-
-/// Grades the `edit` files of a student's clone in a pristine copy of the teacher's tree.
-pub fn grade_student(job: &StudentJob) -> Result<Report> {
-    let teacher = &job.catalog.root;
-    let graded = pristine::edit_files(job.catalog);
-    let mut ignored = pristine::changed_files(teacher, job.student, &graded)?;
-    pristine::sync(teacher, job.slot)?;
-    let mut outcomes = Vec::new();
-    for exercise in job.selected {
-        let mut overlay = Vec::new();
-        for file in &exercise.spec.edit {
-            let rel = format!("exercises/{}/{file}", exercise.path);
-            let theirs = job.student.join(&rel);
-            let bytes = match std::fs::read(&theirs) {
-                Ok(b) => b,
-                Err(_) => {
-                    ignored.push(format!("{rel}: missing, so the stub was graded"));
-                    let ours = teacher.join(&rel);
-                    std::fs::read(&ours).map_err(|e| GradeError::io(&ours, e))?
-                }
-            };
-            overlay.push((job.slot.join(&rel), bytes));
-        }
-        let mut options = job.options.clone();
-        options.variant = Variant::Exercises;
-        options.target_dir = Some(job.target.to_path_buf());
-        options.verify_integrity = false;
-        options.binary_copy = Some(job.slot.join("bin").join(&exercise.id));
-        options.overlay = overlay;
-        options.build_lock = job.build_lock.clone();
-        outcomes.push(runner::grade(job.slot, exercise, &options)?);
-    }
-    let mut report = Report::new(Variant::Exercises, job.student, outcomes);
-    report.ignored_files = ignored;
-    Ok(report)
-}
-
 /// A class folder to grade.
-pub struct ClassJob<'a> {
-    /// The teacher's exercises.
-    pub catalog: &'a Catalog,
-    /// The exercises to grade.
-    pub selected: &'a [&'a Exercise],
+pub struct ClassJob<'a, 'b> {
+    /// The prepared judged run.
+    pub grading: &'a Grading<'b>,
     /// One folder per student, each a clone of the workbook.
     pub class_dir: &'a Path,
-    /// The teacher's target folder.
-    pub target: &'a Path,
     /// Students graded at the same time.
     pub jobs: usize,
     /// Where the reports go.
     pub reports: &'a Path,
-    /// How to grade.
-    pub options: &'a RunOptions,
 }
 
 /// One line of the class summary.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SummaryRow {
-    /// The student's folder name.
+    /// The student (their folder's name, made safe).
     pub student: String,
     /// Points per exercise id.
     pub points: BTreeMap<String, u32>,
@@ -114,28 +55,42 @@ pub struct SummaryRow {
     pub max_points: u32,
     /// Changes outside the `edit` files, ignored.
     pub ignored_files: Vec<String>,
-    /// Why the clone could not be graded at all (then every exercise has 0).
+    /// Edit files that were refused (links, special files, too big): the stub was graded.
+    #[serde(default)]
+    pub refused_files: Vec<String>,
+    /// Why the submission could not be graded at all (then every exercise has 0).
     pub error: Option<String>,
-    /// The student's JSON report.
+    /// The student's JSON report, relative to the reports folder.
     pub report: String,
 }
 
 /// `summary.json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Summary {
+    /// Who gave the verdicts (the sandboxed judge, or a warning).
+    pub judged_by: String,
     /// Exercise ids with their maximum points, in catalogue order.
     pub exercises: BTreeMap<String, u32>,
-    /// One row per student, by folder name.
+    /// One row per student, by name.
     pub students: Vec<SummaryRow>,
 }
 
 impl Summary {
-    /// `student,01-1,...,total,max_points,ignored_files,error`: one row per student.
+    /// `student,01-1,...,total,max_points,ignored_files,refused_files,error`: one row per student.
     pub fn to_csv(&self) -> std::result::Result<String, csv::Error> {
         let mut out = csv::Writer::from_writer(Vec::new());
         let mut header = vec!["student".to_string()];
         header.extend(self.exercises.keys().cloned());
-        header.extend(["total", "max_points", "ignored_files", "error"].map(String::from));
+        header.extend(
+            [
+                "total",
+                "max_points",
+                "ignored_files",
+                "refused_files",
+                "error",
+            ]
+            .map(String::from),
+        );
         out.write_record(&header)?;
         for row in &self.students {
             let mut record = vec![row.student.clone()];
@@ -147,6 +102,7 @@ impl Summary {
             record.push(row.total.to_string());
             record.push(row.max_points.to_string());
             record.push(row.ignored_files.join("; "));
+            record.push(row.refused_files.join("; "));
             record.push(row.error.clone().unwrap_or_default());
             out.write_record(&record)?;
         }
@@ -155,23 +111,38 @@ impl Summary {
     }
 }
 
-/// The students of a class folder: every sub-folder holding a workbook (`exercises/` and a
-/// `Cargo.toml`), by name.
+/// The students of a class folder: every sub-folder (not a link) holding a workbook
+/// (`exercises/` and a `Cargo.toml`), by name made safe ([`submission::safe_name`]; a clash gets
+/// a number).
 pub fn students(class_dir: &Path) -> Result<Vec<(String, PathBuf)>> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(class_dir).map_err(|e| GradeError::io(class_dir, e))? {
         let entry = entry.map_err(|e| GradeError::io(class_dir, e))?;
         let path = entry.path();
-        if path.join("exercises").is_dir() && path.join("Cargo.toml").is_file() {
+        let real_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if real_dir && path.join("exercises").is_dir() && path.join("Cargo.toml").is_file() {
             found.push((entry.file_name().to_string_lossy().into_owned(), path));
         }
     }
     found.sort();
-    Ok(found)
+    let mut taken = BTreeSet::new();
+    Ok(found
+        .into_iter()
+        .map(|(raw, path)| {
+            let base = submission::safe_name(&raw);
+            let mut name = base.clone();
+            let mut n = 2;
+            while !taken.insert(name.clone()) {
+                name = format!("{base}-{n}");
+                n += 1;
+            }
+            (name, path)
+        })
+        .collect())
 }
 
 /// Grades every student of `job.class_dir`, `job.jobs` at a time, and writes the reports and the
-/// summary. Exit status: 0 when every clone could be graded, 2 when one could not.
+/// summary. Exit status: 0 when every submission could be graded, 2 when one could not.
 pub fn grade_class(job: &ClassJob) -> anyhow::Result<i32> {
     let students = students(job.class_dir)?;
     if students.is_empty() {
@@ -181,8 +152,9 @@ pub fn grade_class(job: &ClassJob) -> anyhow::Result<i32> {
         );
     }
     let started = Instant::now();
+    let grading = job.grading;
     eprintln!(
-        "grading {} students from {}, {} at a time (builds take turns; reports in {})",
+        "grading {} students from {}, {} at a time; reports in {}",
         students.len(),
         job.class_dir.display(),
         job.jobs,
@@ -190,17 +162,14 @@ pub fn grade_class(job: &ClassJob) -> anyhow::Result<i32> {
     );
     let queue = Mutex::new(students.iter().cloned().collect::<VecDeque<_>>());
     let rows = Mutex::new(Vec::new());
-    let lock = Arc::new(Mutex::new(()));
-    let mut options = job.options.clone();
-    options.progress = Progress::Quiet;
     std::thread::scope(|scope| {
         for slot in 0..job.jobs.min(students.len()) {
-            let (queue, rows, lock, options) = (&queue, &rows, lock.clone(), &options);
+            let (queue, rows) = (&queue, &rows);
             scope.spawn(move || loop {
                 let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
                 let Some((name, path)) = next else { break };
                 let begun = Instant::now();
-                let row = grade_one(job, options, slot, &name, &path, lock.clone());
+                let row = grade_one(job, slot, &name, &path);
                 let line = match &row.error {
                     Some(e) => format!("{name}: NOT GRADED: {e}"),
                     None => format!(
@@ -220,10 +189,13 @@ pub fn grade_class(job: &ClassJob) -> anyhow::Result<i32> {
             });
         }
     });
+    // Every student's sandbox has ended here (the scope joined every thread, and each run kills
+    // its whole PID namespace), so nothing of theirs can touch the summary.
     let mut rows = rows.into_inner().unwrap_or_else(|p| p.into_inner());
     rows.sort_by(|a, b| a.student.cmp(&b.student));
     let summary = Summary {
-        exercises: job
+        judged_by: grading.judged_by(),
+        exercises: grading
             .selected
             .iter()
             .map(|e| (e.id.clone(), e.max_points()))
@@ -237,12 +209,16 @@ pub fn grade_class(job: &ClassJob) -> anyhow::Result<i32> {
     write_atomically(&json_path, json.as_bytes())?;
     println!("{}", summary_table(&summary));
     println!(
-        "{} students in {:.0} s; summary: {} and {}; one report per student beside them",
+        "{} students in {:.0} s; summary: {} and {}; one report per student in {}",
         summary.students.len(),
         started.elapsed().as_secs_f64(),
         csv_path.display(),
-        json_path.display()
+        json_path.display(),
+        job.reports.join("students").display()
     );
+    if !grading.settings.confinement.is_sandboxed() {
+        eprintln!("warning: {}", grading.judged_by());
+    }
     Ok(if summary.students.iter().any(|s| s.error.is_some()) {
         2
     } else {
@@ -250,32 +226,19 @@ pub fn grade_class(job: &ClassJob) -> anyhow::Result<i32> {
     })
 }
 
-fn grade_one(
-    job: &ClassJob,
-    options: &RunOptions,
-    slot: usize,
-    name: &str,
-    path: &Path,
-    lock: Arc<Mutex<()>>,
-) -> SummaryRow {
-    let json = job.reports.join(format!("{name}.json"));
-    let junit = job.reports.join(format!("{name}.xml"));
-    let result = (|| -> anyhow::Result<Report> {
-        let student = path.canonicalize()?;
-        let report = grade_student(&StudentJob {
-            catalog: job.catalog,
-            selected: job.selected,
-            student: &student,
-            slot: &pristine::slot_dir(job.target, &slot.to_string()),
-            target: job.target,
-            options,
-            build_lock: Some(lock),
-        })?;
+fn grade_one(job: &ClassJob, slot: usize, name: &str, path: &Path) -> SummaryRow {
+    let grading = job.grading;
+    let rel_json = format!("students/{name}.json");
+    let json = job.reports.join(&rel_json);
+    let junit = job.reports.join(format!("students/{name}.xml"));
+    let submission = submission::read(name, path, grading.catalog, Some(&grading.handout.tree));
+    let result = (|| -> anyhow::Result<crate::Report> {
+        let report = grading.grade(&submission, slot, &Progress::Quiet)?;
         write_atomically(&json, report.to_json().as_bytes())?;
         write_atomically(&junit, report.to_junit()?.as_bytes())?;
         Ok(report)
     })();
-    let max_points = job.selected.iter().map(|e| e.max_points()).sum();
+    let max_points = grading.selected.iter().map(|e| e.max_points()).sum();
     match result {
         Ok(report) => SummaryRow {
             student: name.to_string(),
@@ -286,16 +249,18 @@ fn grade_one(
                 .collect(),
             total: report.points,
             max_points,
-            ignored_files: report.ignored_files.clone(),
+            ignored_files: submission.ignored,
+            refused_files: submission.refused,
             error: None,
-            report: json.display().to_string(),
+            report: rel_json,
         },
         Err(e) => SummaryRow {
             student: name.to_string(),
             points: BTreeMap::new(),
             total: 0,
             max_points,
-            ignored_files: Vec::new(),
+            ignored_files: submission.ignored,
+            refused_files: submission.refused,
             error: Some(format!("{e:#}")),
             report: String::new(),
         },
@@ -314,7 +279,7 @@ fn summary_table(summary: &Summary) -> String {
     }
     let mut header = vec!["student".to_string()];
     header.extend(summary.exercises.keys().cloned());
-    header.extend(["total".into(), "ignored (not graded)".into()]);
+    header.extend(["total".into(), "not graded (ignored or refused)".into()]);
     table.set_header(header);
     for row in &summary.students {
         let mut cells = vec![row.student.clone()];
@@ -327,7 +292,13 @@ fn summary_table(summary: &Summary) -> String {
         cells.push(format!("{}/{}", row.total, row.max_points));
         cells.push(match &row.error {
             Some(e) => format!("NOT GRADED: {e}"),
-            None => row.ignored_files.join("\n"),
+            None => row
+                .refused_files
+                .iter()
+                .chain(&row.ignored_files)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n"),
         });
         table.add_row(cells);
     }

@@ -12,9 +12,12 @@
 //! ```
 
 use crate::catalog::{find_root, Catalog, Exercise, Selection, Variant};
+use crate::grading::{Grading, Settings};
+use crate::progress::Progress;
 use crate::report::write_atomically;
 use crate::runner::{self, ExerciseOutcome, RunOptions};
-use crate::{class, hints, integrity, pristine, wrong, Report};
+use crate::sandbox::Confinement;
+use crate::{class, hints, integrity, submission, wrong, Report};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
 use std::io::IsTerminal;
@@ -60,30 +63,53 @@ struct Cli {
     #[arg(long)]
     features: Option<String>,
     /// The repository to grade [default: the one containing the current directory]. Run from
-    /// inside another copy of the workbook (the teacher's), DIR is a student's clone: only the
-    /// files each exercise.toml lists under `edit` are taken from it and graded in a pristine
-    /// copy of the teacher's tree; every other change is listed as ignored, never compiled.
+    /// inside another copy of the workbook (the teacher's), DIR is a student's submission,
+    /// judged: only the files each exercise.toml lists under `edit` are read from it, built and
+    /// run in a sandbox on the teacher's tree, and compared with the reference solutions'
+    /// observations; every other change is listed as ignored, never compiled.
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
-    /// Grade every student's clone in DIR (one folder per student) in pristine trees, in
-    /// parallel; writes one report per student and a summary (CSV and JSON).
+    /// Grade every student's submission in DIR (one folder per student), judged as with --root,
+    /// in parallel; writes one report per student and a summary (CSV and JSON).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["root", "watch", "solutions", "wrong"])]
     class: Option<PathBuf>,
-    /// With --class: students graded at the same time (their builds take turns).
+    /// With --class: students graded at the same time, each in a sandbox of its own.
     #[arg(long, default_value_t = 2, value_name = "N")]
     jobs: usize,
-    /// With --root or --class: the tree students started from [default: the repository
-    /// containing the current directory]. Its build artefacts are reused.
+    /// With --root, --class, --wrong, --record-expected: the teacher's tree (its graded tests,
+    /// and its solutions/ unless --expected is given) [default: the repository containing the
+    /// current directory]. Its build artefacts are reused.
     #[arg(long, value_name = "DIR")]
     pristine: Option<PathBuf>,
     /// With --class: where the per-student reports and the summary go [default:
     /// target/grade/class].
     #[arg(long, value_name = "DIR")]
     reports: Option<PathBuf>,
-    /// Grade the known-wrong solutions (solutions/<chapter>/<exercise>/wrong/<slug>/): each must
-    /// fail every test its wrong.toml names. Writes target/grade/wrong.json.
+    /// Grade the reference solutions and the known-wrong solutions
+    /// (solutions/<chapter>/<exercise>/wrong/<slug>/) as submissions, judged: each reference
+    /// must score full marks, each known-wrong solution must fail every test its wrong.toml
+    /// names. Writes target/grade/wrong.json.
     #[arg(long, conflicts_with_all = ["watch", "solutions", "expect"])]
     wrong: bool,
+    /// Judged modes: the reference solutions' observations, recorded earlier with
+    /// --record-expected (for grading without solutions/, e.g. in a student's repository).
+    /// Keep the file private: it is the answer key.
+    #[arg(long, value_name = "FILE")]
+    expected: Option<PathBuf>,
+    /// Record the reference solutions' observations (under a fresh random challenge) into FILE
+    /// for --expected, and stop.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["class", "root", "wrong", "expected", "watch"])]
+    record_expected: Option<PathBuf>,
+    /// Judged modes: run students' code WITHOUT the sandbox (no bubblewrap). Only for students
+    /// you trust: their code runs with your permissions. Every report says so.
+    #[arg(long)]
+    unsafe_no_sandbox: bool,
+    /// Judged modes: the time limit of one compiler run, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    build_time_limit: u64,
+    /// Judged modes: the challenge (default: drawn at random each run). For reproducing a run.
+    #[arg(long, value_name = "N", hide = true)]
+    challenge: Option<u64>,
     /// For CI: `fail` checks every stub compiles and fails every test; `pass` checks full marks.
     #[arg(long, value_enum)]
     expect: Option<Expect>,
@@ -126,42 +152,30 @@ fn run(cli: Cli) -> Result<i32> {
         Some(p) => Some(
             find_root(p)?
                 .canonicalize()
-                .context("resolving the pristine tree")?,
+                .context("resolving the teacher's tree (--pristine)")?,
         ),
         None => here.clone(),
     };
-    if let Some(dir) = &cli.class {
-        let teacher = teacher.context(
-            "--class needs the teacher's repository: run it inside one, or pass --pristine DIR",
-        )?;
-        let catalog = Catalog::load(&teacher)?;
-        let selected = catalog.select(&Selection::parse(&cli.selection))?;
-        let reports = cli
-            .reports
-            .clone()
-            .unwrap_or_else(|| teacher.join("target/grade/class"));
-        let options = base_options(&cli, Variant::Exercises)?;
-        return class::grade_class(&class::ClassJob {
-            catalog: &catalog,
-            selected: &selected,
-            class_dir: dir,
-            target: &target_dir(here.as_deref().unwrap_or(&teacher)),
-            jobs: cli.jobs.max(1),
-            reports: &reports,
-            options: &options,
-        });
-    }
-    let root = match &cli.root {
-        Some(r) => find_root(r)?
-            .canonicalize()
-            .context("resolving the repository root")?,
-        None => here
-            .clone()
-            .ok_or_else(|| crate::GradeError::NoRoot(cwd.clone()))?,
+    let judged = cli.class.is_some() || cli.wrong || cli.record_expected.is_some();
+    let student = match &cli.root {
+        Some(r) => Some(student_root(r)?),
+        None => None,
     };
-    // A student's clone graded from the teacher's repository: in a pristine tree.
-    let student_of = teacher.filter(|t| cli.root.is_some() && *t != root);
-    let catalog = Catalog::load(student_of.as_deref().unwrap_or(&root))?;
+    let someone_else = student
+        .as_ref()
+        .is_some_and(|s| teacher.as_ref() != Some(s));
+    if judged || someone_else {
+        let teacher = teacher.context(
+            "grading submissions needs the teacher's repository: run it inside one, or pass --pristine DIR",
+        )?;
+        let target = target_dir(here.as_deref().unwrap_or(&teacher));
+        return judged_run(&cli, &teacher, &target, student.as_deref());
+    }
+    let root = match student.or(here) {
+        Some(root) => root,
+        None => return Err(crate::GradeError::NoRoot(cwd).into()),
+    };
+    let catalog = Catalog::load(&root)?;
     if cli.update_checksums {
         let path = root.join("crates/grader/checksums.txt");
         let sums = integrity::compute(&catalog)?;
@@ -207,29 +221,7 @@ fn run(cli: Cli) -> Result<i32> {
     }
 
     let options = base_options(&cli, variant)?;
-    if cli.wrong {
-        return wrong::run(&catalog, &selected, &options, &target_dir(&root));
-    }
     let (json_path, junit_path) = report_paths(&cli, &root, variant);
-
-    if let Some(teacher) = &student_of {
-        if cli.watch {
-            bail!("--watch grades your own repository; it cannot be combined with a student's clone (--root {})", root.display());
-        }
-        let slot = pristine::slot_dir(&target_dir(here.as_deref().unwrap_or(teacher)), "0");
-        let report = class::grade_student(&class::StudentJob {
-            catalog: &catalog,
-            selected: &selected,
-            student: &root,
-            slot: &slot,
-            target: &target_dir(here.as_deref().unwrap_or(teacher)),
-            options: &options,
-            build_lock: None,
-        })?;
-        publish_report(&root, &report, &json_path, &junit_path)?;
-        return Ok(exit_code(&report, cli.expect));
-    }
-
     if variant == Variant::Exercises {
         warn_about_changes(&root, &catalog);
     }
@@ -252,6 +244,89 @@ fn run(cli: Cli) -> Result<i32> {
         })?;
     }
     Ok(code)
+}
+
+/// `--root DIR`: the folder itself, never a repository above it (an empty or unrelated folder is
+/// an error, not the teacher's own tree found further up).
+fn student_root(dir: &Path) -> Result<PathBuf> {
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("--root {}: no such folder", dir.display()))?;
+    if !(dir.join("exercises").is_dir() && dir.join("Cargo.toml").is_file()) {
+        bail!(
+            "--root {}: not a copy of the workbook (no exercises/ and Cargo.toml in it)",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
+/// The sandbox the judged modes use: bubblewrap, or none with `--unsafe-no-sandbox`.
+fn confinement(cli: &Cli) -> Result<Confinement> {
+    if cli.unsafe_no_sandbox {
+        eprintln!("warning: --unsafe-no-sandbox: students' code will run with your permissions, unconfined; every report says so");
+        return Ok(Confinement::Unconfined);
+    }
+    Ok(Confinement::bubblewrap()?)
+}
+
+/// `--class`, `--root` (a student's submission), `--wrong`, `--record-expected`: judged runs.
+fn judged_run(cli: &Cli, teacher: &Path, target: &Path, student: Option<&Path>) -> Result<i32> {
+    let catalog = Catalog::load(teacher)?;
+    let selected = catalog.select(&Selection::parse(&cli.selection))?;
+    let mut settings = Settings::with(confinement(cli)?);
+    settings.time_limit = cli.time_limit.map(Duration::from_secs);
+    settings.build_limit = Duration::from_secs(cli.build_time_limit.max(1));
+    settings.features = cli.features.clone();
+    settings.python = crate::python::Python::from_env(teacher);
+    settings.challenge = cli.challenge;
+    settings.expected = cli.expected.clone();
+    let progress = Progress::live();
+    let grading = Grading::prepare(&catalog, &selected, target, settings, &progress)?;
+    if let Some(file) = &cli.record_expected {
+        grading.expected.save(file)?;
+        println!(
+            "recorded the reference solutions' observations of {} exercises into {} (keep it private: it is the answer key); grade with --expected {}",
+            selected.len(),
+            file.display(),
+            file.display()
+        );
+        return Ok(0);
+    }
+    if cli.wrong {
+        return wrong::run(&grading, &target.join("grade/wrong.json"), &progress);
+    }
+    if let Some(dir) = &cli.class {
+        let reports = cli
+            .reports
+            .clone()
+            .unwrap_or_else(|| target.join("grade/class"));
+        return class::grade_class(&class::ClassJob {
+            grading: &grading,
+            class_dir: dir,
+            jobs: cli.jobs.max(1),
+            reports: &reports,
+        });
+    }
+    let student = student.context("nothing to grade")?;
+    let name = submission::safe_name(
+        &student
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "student".into()),
+    );
+    let submission = submission::read(&name, student, &catalog, Some(&grading.handout.tree));
+    let report = grading.grade(&submission, 0, &progress)?;
+    let json = cli
+        .json
+        .clone()
+        .unwrap_or_else(|| target.join(format!("grade/{name}.json")));
+    let junit = cli
+        .junit
+        .clone()
+        .unwrap_or_else(|| json.with_extension("xml"));
+    publish_report(teacher, &report, &json, &junit)?;
+    Ok(exit_code(&report, cli.expect))
 }
 
 fn report_paths(cli: &Cli, root: &Path, variant: Variant) -> (PathBuf, PathBuf) {
@@ -299,10 +374,10 @@ pub fn target_dir(root: &Path) -> PathBuf {
 }
 
 /// A student's own run: warns about changes outside the files the exercises ask them to edit,
-/// which a teacher grading the clone ignores (see [`pristine::changed_since_upstream`]).
+/// which a teacher grading the clone ignores (see [`crate::own_changes`]).
 fn warn_about_changes(root: &Path, catalog: &Catalog) {
-    let graded = pristine::edit_files(catalog);
-    let changed = pristine::changed_since_upstream(root, &graded);
+    let graded = submission::edit_files(catalog);
+    let changed = crate::own_changes::changed_since_upstream(root, &graded);
     if changed.is_empty() {
         return;
     }

@@ -43,6 +43,18 @@ pub enum GradeError {
     /// Cargo itself could not be started.
     #[error("could not run cargo ({0}); is the Rust toolchain installed?")]
     Cargo(std::io::Error),
+    /// The handout (the tree students were given) could not be staged or built.
+    #[error("the handout: {0}")]
+    Handout(String),
+    /// Expected values missing, unreadable, or recorded for other tests.
+    #[error("expected values: {0}")]
+    Expected(String),
+    /// A reference solution does not pass here: grading would fail every student.
+    #[error("{0}. Fix the grading machine (or the exercise) first; the reference solutions must score full marks here")]
+    Reference(String),
+    /// The sandbox cannot be used.
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
 }
 
 impl GradeError {

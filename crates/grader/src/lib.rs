@@ -12,16 +12,28 @@
 //! assert_eq!(selection, Selection::Patterns(vec!["01".into()]));
 //! ```
 
+pub mod cargo;
 pub mod catalog;
 pub mod class;
 pub mod cli;
+pub mod compile;
 pub mod error;
+pub mod escape;
+pub mod execute;
+pub mod expected;
+pub mod grading;
+pub mod handout;
 pub mod hints;
 pub mod integrity;
-pub mod pristine;
+pub mod judge;
+pub mod own_changes;
 pub mod progress;
+pub mod python;
 pub mod report;
 pub mod runner;
+pub mod sandbox;
+pub mod slot;
+pub mod submission;
 pub mod watch;
 pub mod wrong;
 

@@ -56,7 +56,8 @@ impl Progress {
         }
     }
 
-    fn line(&self, text: &str) {
+    /// A line of progress (with the prefix).
+    pub fn line(&self, text: &str) {
         if let Progress::Live { prefix, .. } = self {
             eprintln!("{prefix}{text}");
         }

@@ -39,6 +39,14 @@ pub struct Report {
     /// not compiled; the student's `edit` files were graded in the teacher's pristine tree.
     #[serde(default)]
     pub ignored_files: Vec<String>,
+    /// Edit files of the submission that were not read (a symbolic link, a special file, too
+    /// big) and why: the stub was graded instead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_files: Vec<String>,
+    /// Who gave the verdicts: the judge (a class run), or the tests' own assertions (a
+    /// student's own run, `null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judged_by: Option<String>,
 }
 
 impl Report {
@@ -55,6 +63,8 @@ impl Report {
             total_tests: tests.count(),
             exercises,
             ignored_files: Vec::new(),
+            refused_files: Vec::new(),
+            judged_by: None,
         }
     }
 
@@ -206,11 +216,20 @@ impl Report {
         for line in below {
             text += &format!("\n{line}");
         }
+        if !self.refused_files.is_empty() {
+            text += &format!(
+                "\nNot read (the stub was graded instead):\n{}",
+                indent(&self.refused_files.join("\n"), "  ")
+            );
+        }
         if !self.ignored_files.is_empty() {
             text += &format!(
                 "\nIgnored, not graded (changed outside the files the exercises ask you to edit; only those were graded, in the teacher's tree):\n{}",
                 indent(&self.ignored_files.join("\n"), "  ")
             );
+        }
+        if let Some(judge) = &self.judged_by {
+            text += &format!("\nJudged by {judge}.");
         }
         text
     }

@@ -1,9 +1,15 @@
-//! Compiling an exercise and running its graded tests, one process per test, so that a test that
-//! loops, deadlocks, aborts or overflows its stack costs that test's points and nothing else.
+//! A student's own grade (`cargo grade` in their clone, `--solutions`): compiling an exercise
+//! and running its graded tests, one process per test, so that a test that loops, deadlocks,
+//! aborts or overflows its stack costs that test's points and nothing else. Here the verdict is
+//! the test's own (libtest's report of its assertions): the student is grading themselves. A
+//! teacher's grade is the judge's ([`crate::grading`]).
 //!
 //! Cargo builds the test binary (`cargo test --lib --no-run --message-format=json`, whose
 //! compiler errors become every test's message); each test then runs alone with
-//! `<binary> grade::<name> --exact` under the exercise's time limit.
+//! `<binary> grade::<name> --exact` under the exercise's time limit, as a process group that is
+//! killed whole at the limit ([`crate::sandbox::Confinement::Unconfined`]). A test that builds a
+//! program (`program` in `exercise.toml`) builds that example of the crate with Cargo, and runs
+//! it unless building is the test.
 //!
 //! ```
 //! use grader::runner::failure_message;
@@ -13,17 +19,15 @@
 //! assert!(failure_message(out, "grade::t").contains("panicked at a/tests/grade.rs:1:1:"));
 //! ```
 
-use crate::catalog::{Exercise, Variant};
-use crate::error::{GradeError, Result};
+use crate::cargo;
+use crate::catalog::{Exercise, TestSpec, Variant};
+use crate::error::Result;
 use crate::integrity::{self, Checksums};
 use crate::progress::Progress;
+use crate::sandbox::{Confinement, Ended, Finished, Jail, Limits};
 use serde::{Deserialize, Serialize};
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use wait_timeout::ChildExt;
 
 /// How a graded test ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -129,25 +133,8 @@ pub struct RunOptions {
     pub features: Option<String>,
     /// The checksums graded files are compared with.
     pub checksums: Checksums,
-    /// Cargo's target folder for the build and the tests (`CARGO_TARGET_DIR`): the teacher's,
-    /// when a student's files are graded in a pristine tree. `None`: cargo's own choice.
-    pub target_dir: Option<PathBuf>,
-    /// Run only these graded tests (the others are reported as not run); `None`: all of them.
-    pub only_tests: Option<Vec<String>>,
-    /// Whether to compare the graded files with `checksums` (not in a pristine tree, whose files
-    /// are the teacher's by construction).
-    pub verify_integrity: bool,
     /// What to print while building and running.
     pub progress: Progress,
-    /// Copy the test binary here before running it (a pristine tree's build shares the
-    /// teacher's target folder, where the next build overwrites it).
-    pub binary_copy: Option<PathBuf>,
-    /// Files to write (absolute path, bytes) just before the build, under `build_lock`: a
-    /// student's edited files in a pristine tree (see `pristine`).
-    pub overlay: Vec<(PathBuf, Vec<u8>)>,
-    /// Held while writing `overlay`, building and copying the binary, when several pristine
-    /// trees share one target folder.
-    pub build_lock: Option<Arc<Mutex<()>>>,
 }
 
 impl RunOptions {
@@ -158,13 +145,7 @@ impl RunOptions {
             time_limit: None,
             features: None,
             checksums,
-            target_dir: None,
-            only_tests: None,
-            verify_integrity: true,
             progress: Progress::live(),
-            binary_copy: None,
-            overlay: Vec::new(),
-            build_lock: None,
         }
     }
 }
@@ -175,37 +156,9 @@ impl RunOptions {
 pub fn grade(root: &Path, exercise: &Exercise, options: &RunOptions) -> Result<ExerciseOutcome> {
     let started = Instant::now();
     let package = exercise.package(root, options.variant)?;
-    let modified_files = if options.verify_integrity {
-        integrity::verify(root, exercise, &options.checksums)?
-    } else {
-        Vec::new()
-    };
+    let modified_files = integrity::verify(root, exercise, &options.checksums)?;
     options.progress.header(exercise);
-    let guard = options
-        .build_lock
-        .as_ref()
-        .map(|l| l.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
-    for (path, bytes) in &options.overlay {
-        // Written now, after any earlier build: Cargo sees a newer file and rebuilds.
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| GradeError::io(dir, e))?;
-        }
-        std::fs::write(path, bytes).map_err(|e| GradeError::io(path, e))?;
-    }
-    let build = match build(root, &package, options)? {
-        Build::Built(binary) => match &options.binary_copy {
-            Some(copy) => {
-                if let Some(dir) = copy.parent() {
-                    std::fs::create_dir_all(dir).map_err(|e| GradeError::io(dir, e))?;
-                }
-                std::fs::copy(&binary, copy).map_err(|e| GradeError::io(copy, e))?;
-                Build::Built(copy.clone())
-            }
-            None => Build::Built(binary),
-        },
-        failed => failed,
-    };
-    drop(guard);
+    let build = build(root, &package, None, options)?;
     let limit = options
         .time_limit
         .unwrap_or(Duration::from_secs(exercise.time_limit_secs()));
@@ -215,7 +168,7 @@ pub fn grade(root: &Path, exercise: &Exercise, options: &RunOptions) -> Result<E
     let mut compile_error = None;
     match build {
         Build::Failed(errors) => {
-            let first = first_error(&errors);
+            let first = crate::compile::first_error(&errors);
             for spec in &exercise.spec.tests {
                 tests.push(TestOutcome {
                     name: spec.name.clone(),
@@ -234,21 +187,12 @@ pub fn grade(root: &Path, exercise: &Exercise, options: &RunOptions) -> Result<E
                 binary: &binary,
                 crate_dir: &crate_dir,
                 package: &package,
-                target_dir: options.target_dir.as_deref(),
             };
-            let listed = list_tests(&env)?;
+            let listed = list_tests(&env, limit)?;
             for spec in &exercise.spec.tests {
                 let full = format!("grade::{}", spec.name);
-                let wanted = options
-                    .only_tests
-                    .as_ref()
-                    .is_none_or(|only| only.contains(&spec.name));
-                let outcome = if !wanted {
-                    (
-                        Status::NotRun,
-                        "not run (only the named tests were)".into(),
-                        0,
-                    )
+                let (status, message, duration_ms) = if spec.program.is_some() {
+                    run_program(root, &env, spec, limit, options)?
                 } else if listed.contains(&full) {
                     run_test(&env, &full, limit, &options.progress)?
                 } else {
@@ -260,12 +204,9 @@ pub fn grade(root: &Path, exercise: &Exercise, options: &RunOptions) -> Result<E
                         0,
                     )
                 };
-                let (status, message, duration_ms) = outcome;
-                if status != Status::NotRun {
-                    options
-                        .progress
-                        .test_done(&spec.name, status, spec.points, duration_ms);
-                }
+                options
+                    .progress
+                    .test_done(&spec.name, status, spec.points, duration_ms);
                 tests.push(TestOutcome {
                     name: spec.name.clone(),
                     points: if status == Status::Passed {
@@ -307,201 +248,40 @@ enum Build {
     Failed(String),
 }
 
-/// Removes what `cargo run` sets for the program it runs (the grader's own package name,
-/// manifest folder, `OUT_DIR`, ...) from an inner cargo's environment. Build scripts that declare
-/// `rerun-if-env-changed` on such a variable (ring does) would otherwise see it change between
-/// `cargo grade` and a plain `cargo build`, and rebuild, with everything that depends on them, on
-/// every grade. What the user set (`CARGO_HOME`, `CARGO_TARGET_DIR`, `CARGO_BUILD_*`,
-/// `CARGO_PROFILE_*`, `RUSTFLAGS`, ...) is kept.
-pub fn clean_cargo_env(cmd: &mut Command) {
-    for (key, _) in std::env::vars_os() {
-        let Some(key) = key.to_str() else { continue };
-        if set_by_cargo_run(key) {
-            cmd.env_remove(key);
-        }
-    }
-}
-
-/// Whether `cargo run` sets `key` for the program it runs (see the Cargo book, "Environment
-/// variables Cargo sets for crates").
-pub fn set_by_cargo_run(key: &str) -> bool {
-    key.starts_with("CARGO_PKG_")
-        || key.starts_with("CARGO_BIN_EXE_")
-        || matches!(
-            key,
-            "CARGO_MANIFEST_DIR"
-                | "CARGO_MANIFEST_PATH"
-                | "CARGO_MANIFEST_LINKS"
-                | "CARGO_CRATE_NAME"
-                | "CARGO_BIN_NAME"
-                | "CARGO_PRIMARY_PACKAGE"
-                | "CARGO_TARGET_TMPDIR"
-                | "CARGO_RUSTC_CURRENT_DIR"
-                | "OUT_DIR"
-        )
-}
-
-/// The cargo that runs the grader (`CARGO`), or the one on the `PATH`.
-fn cargo() -> Command {
-    let program = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(program);
-    clean_cargo_env(&mut cmd);
-    cmd
-}
-
-/// The test binary of `package`'s library, or every compiler error. Cargo's own progress
-/// (`Compiling ...`, its progress bar on a terminal) is shown as it happens.
-fn build(root: &Path, package: &str, options: &RunOptions) -> Result<Build> {
-    let mut cmd = cargo();
-    cmd.current_dir(root)
-        .args([
-            "test",
-            "--lib",
-            "--no-run",
-            "--message-format=json",
-            "--package",
-        ])
-        .arg(package);
+/// The test binary of `package`'s library (or, with `example`, that example), or every compiler
+/// error. Cargo's own progress is shown as it happens.
+fn build(root: &Path, package: &str, example: Option<&str>, options: &RunOptions) -> Result<Build> {
+    let mut cmd = cargo::command();
+    cmd.current_dir(root);
+    match example {
+        None => cmd.args(["test", "--lib", "--no-run"]),
+        Some(name) => cmd.args(["build", "--example", name]),
+    };
+    cmd.args(["--message-format=json", "--package", package]);
     if let Some(f) = &options.features {
         cmd.args(["--features", f]);
     }
-    if let Some(dir) = &options.target_dir {
-        cmd.env("CARGO_TARGET_DIR", dir);
-    }
-    let tty = options.progress.cargo_progress_bar();
-    if let Some(width) = tty {
-        // Cargo draws its bar only on a terminal; its stderr is our pipe, which we copy to the
-        // terminal, so ask for the bar explicitly.
-        cmd.env("CARGO_TERM_PROGRESS_WHEN", "always")
-            .env("CARGO_TERM_PROGRESS_WIDTH", width.to_string());
-    }
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(GradeError::Cargo)?;
-    let stderr_pipe = child.stderr.take();
-    let show = options.progress.shows_cargo();
-    let stderr = std::thread::spawn(move || {
-        let mut copy = Vec::new();
-        if let Some(pipe) = stderr_pipe {
-            forward_cargo_stderr(pipe, show, tty.is_some(), &mut copy);
-        }
-        String::from_utf8_lossy(&copy).into_owned()
-    });
-    let mut stdout = String::new();
-    if let Some(mut pipe) = child.stdout.take() {
-        let _ = pipe.read_to_string(&mut stdout);
-    }
-    let status = child.wait().map_err(GradeError::Cargo)?;
-    let stderr = stderr.join().unwrap_or_default();
-    #[derive(Deserialize)]
-    struct Line {
-        reason: String,
-        #[serde(default)]
-        executable: Option<PathBuf>,
-        #[serde(default)]
-        profile: Option<Profile>,
-        #[serde(default)]
-        message: Option<Diagnostic>,
-    }
-    #[derive(Deserialize)]
-    struct Profile {
-        test: bool,
-    }
-    #[derive(Deserialize)]
-    struct Diagnostic {
-        level: String,
-        rendered: Option<String>,
-    }
-    let mut binary = None;
-    let mut errors = Vec::new();
-    for line in stdout.lines() {
-        let Ok(line) = serde_json::from_str::<Line>(line) else {
-            continue;
-        };
-        match line.reason.as_str() {
-            "compiler-artifact" if line.profile.as_ref().is_some_and(|p| p.test) => {
-                if let Some(exe) = line.executable {
-                    binary = Some(exe);
-                }
-            }
-            "compiler-message" => {
-                if let Some(d) = line.message.filter(|d| d.level == "error") {
-                    errors.extend(d.rendered);
-                }
-            }
-            _ => {}
-        }
-    }
+    let built = cargo::build(
+        cmd,
+        options.progress.shows_cargo(),
+        options.progress.cargo_progress_bar(),
+    )?;
+    let binary = built
+        .executables
+        .iter()
+        .find(|(_, test)| *test == example.is_none())
+        .map(|(path, _)| path.clone());
     match binary {
-        Some(b) if status.success() => Ok(Build::Built(b)),
+        Some(b) if built.success => Ok(Build::Built(b)),
         _ => {
-            if errors.is_empty() {
+            let errors = if built.errors.is_empty() {
                 // Not a compiler diagnostic (a bad manifest, a missing package): cargo's stderr.
-                errors.push(stderr.trim().to_string());
-            }
+                vec![crate::escape::text(built.stderr.trim(), 16 * 1024)]
+            } else {
+                built.errors
+            };
             Ok(Build::Failed(errors.join("\n")))
         }
-    }
-}
-
-/// Copies cargo's stderr to ours as it comes (when `show`), keeping a copy in `copy`. Lines that
-/// say nothing new on every grade (`Finished`, `Executable`, `Fresh`) are not shown. On a
-/// terminal each line first clears the one cargo's progress bar drew.
-fn forward_cargo_stderr(mut pipe: impl Read, show: bool, tty: bool, copy: &mut Vec<u8>) {
-    use std::io::Write;
-    let mut buf = [0u8; 4096];
-    let mut pending: Vec<u8> = Vec::new();
-    let mut drew_bar = false;
-    loop {
-        let n = match pipe.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        copy.extend_from_slice(&buf[..n]);
-        if !show {
-            continue;
-        }
-        pending.extend_from_slice(&buf[..n]);
-        let mut err = std::io::stderr().lock();
-        while let Some(end) = pending.iter().position(|&b| b == b'\n' || b == b'\r') {
-            let segment: Vec<u8> = pending.drain(..=end).collect();
-            let newline = segment[end] == b'\n';
-            let text = String::from_utf8_lossy(&segment[..end]);
-            let word = text.trim_start();
-            let quiet = word.is_empty()
-                || ["Finished", "Executable", "Fresh", "Blocking"]
-                    .iter()
-                    .any(|w| word.starts_with(w));
-            if quiet && (newline || word.is_empty()) {
-                continue;
-            }
-            if tty {
-                let _ = write!(err, "\r\x1b[2K{text}");
-                drew_bar = !newline;
-                if newline {
-                    let _ = writeln!(err);
-                }
-            } else if newline {
-                let _ = writeln!(err, "{text}");
-            }
-        }
-        let _ = err.flush();
-    }
-    if drew_bar {
-        eprint!("\r\x1b[2K");
-    }
-}
-
-/// `error[E0308]: mismatched types --> src/x.rs:3:5`: the first error, one line.
-fn first_error(errors: &str) -> String {
-    let mut lines = errors.lines().filter(|l| !l.trim().is_empty());
-    let head = lines.next().unwrap_or("unknown error").trim().to_string();
-    match lines.next() {
-        Some(at) if at.trim_start().starts_with("-->") => format!("{head} {}", at.trim()),
-        _ => head,
     }
 }
 
@@ -510,35 +290,38 @@ struct TestEnv<'a> {
     binary: &'a Path,
     crate_dir: &'a Path,
     package: &'a str,
-    target_dir: Option<&'a Path>,
 }
 
 impl TestEnv<'_> {
-    /// A command running the test binary as `cargo test` would: in the crate's folder, with the
-    /// crate's `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME`, and none of the values `cargo run` set
-    /// for the grader's own package.
-    fn command(&self) -> Command {
-        let mut cmd = Command::new(self.binary);
-        clean_cargo_env(&mut cmd);
-        cmd.current_dir(self.crate_dir)
-            .env("CARGO_MANIFEST_DIR", self.crate_dir)
-            .env("CARGO_PKG_NAME", self.package);
-        if let Some(dir) = self.target_dir {
-            // Tests that build programs themselves (trybuild) reuse the same artefacts.
-            cmd.env("CARGO_TARGET_DIR", dir);
-        }
-        cmd
+    /// Runs `binary` as `cargo test` would: in the crate's folder, with the crate's
+    /// `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME`, the student's own environment otherwise (it is
+    /// their machine), as a process group killed whole at `limit`.
+    fn run(
+        &self,
+        binary: &Path,
+        args: &[String],
+        limit: Duration,
+        notice: Option<&dyn Fn()>,
+    ) -> Result<Finished> {
+        let mut jail = Jail::new(Limits::for_tests(limit));
+        jail.env = std::env::vars()
+            .filter(|(k, _)| !cargo::set_by_cargo_run(k))
+            .collect();
+        jail.env("CARGO_MANIFEST_DIR", self.crate_dir.to_string_lossy())
+            .env("CARGO_PKG_NAME", self.package)
+            .env("RUST_BACKTRACE", "0");
+        jail.cwd = self.crate_dir.to_path_buf();
+        let notice = notice.map(|n| (ANNOUNCE_AFTER, n));
+        Ok(Confinement::Unconfined.run_with_notice(&jail, binary, args, notice)?)
     }
 }
 
-fn list_tests(env: &TestEnv) -> Result<Vec<String>> {
-    let out = env
-        .command()
-        .args(["--list", "--format", "terse"])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| GradeError::io(env.binary, e))?;
-    Ok(String::from_utf8_lossy(&out.stdout)
+fn list_tests(env: &TestEnv, limit: Duration) -> Result<Vec<String>> {
+    let args = ["--list", "--format", "terse"].map(String::from);
+    let out = env.run(env.binary, &args, limit, None)?;
+    Ok(out
+        .stdout
+        .text()
         .lines()
         .filter_map(|l| l.strip_suffix(": test"))
         .map(str::to_string)
@@ -555,75 +338,77 @@ fn run_test(
     limit: Duration,
     progress: &Progress,
 ) -> Result<(Status, String, u64)> {
-    let started = Instant::now();
-    let mut child = env
-        .command()
-        .args([name, "--exact", "--test-threads", "1"])
-        .env("RUST_BACKTRACE", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| GradeError::io(env.binary, e))?;
-    // Drain both pipes on threads: a chatty test must not block on a full pipe while we wait.
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(mut p) = pipe {
-                let mut bytes = Vec::new();
-                let _ = p.read_to_end(&mut bytes);
-                text = String::from_utf8_lossy(&bytes).into_owned();
-            }
-            text
-        })
-    };
-    let stdout = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let stderr = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let first = ANNOUNCE_AFTER.min(limit);
-    let mut waited = child
-        .wait_timeout(first)
-        .map_err(|e| GradeError::io(env.binary, e))?;
-    if waited.is_none() && limit > first {
-        progress.still_running(name.trim_start_matches("grade::"), first, limit);
-        waited = child
-            .wait_timeout(limit - first)
-            .map_err(|e| GradeError::io(env.binary, e))?;
+    let args = [name, "--exact", "--test-threads", "1"].map(String::from);
+    let short = name.trim_start_matches("grade::");
+    let announce = || progress.still_running(short, ANNOUNCE_AFTER, limit);
+    let run = env.run(env.binary, &args, limit, Some(&announce))?;
+    let ms = run.wall.as_millis() as u64;
+    if run.ended == Ended::TimedOut {
+        return Ok((Status::TimedOut, timed_out(limit), ms));
     }
-    let status = match waited {
-        Some(s) => s,
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            let ms = started.elapsed().as_millis() as u64;
+    let stdout = crate::escape::text(&run.stdout.text(), 256 * 1024);
+    let stderr = crate::escape::text(&run.stderr.text(), 64 * 1024);
+    Ok(classify(run.ended, &stdout, &stderr, name, ms))
+}
+
+fn timed_out(limit: Duration) -> String {
+    format!(
+        "killed after the time limit of {} s, with everything it started (an endless loop, a deadlock, or far too much work?)",
+        limit.as_secs()
+    )
+}
+
+/// Builds (and, unless building is the test, runs) the program of `spec`:
+/// (status, message, milliseconds).
+fn run_program(
+    root: &Path,
+    env: &TestEnv,
+    spec: &TestSpec,
+    limit: Duration,
+    options: &RunOptions,
+) -> Result<(Status, String, u64)> {
+    let name = spec.program.as_deref().unwrap_or_default();
+    let binary = match build(root, env.package, Some(name), options)? {
+        Build::Failed(errors) => {
             return Ok((
-                Status::TimedOut,
+                Status::Failed,
                 format!(
-                    "killed after the time limit of {} s (an endless loop, a deadlock, or far too much work?)",
-                    limit.as_secs()
+                    "the program {name} does not compile with your code: {}",
+                    crate::compile::first_error(&errors)
                 ),
-                ms,
-            ));
+                0,
+            ))
         }
+        Build::Built(binary) => binary,
     };
-    let ms = started.elapsed().as_millis() as u64;
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = stderr.join().unwrap_or_default();
-    Ok(classify(status, &stdout, &stderr, name, ms))
+    if spec.build_only {
+        return Ok((Status::Passed, String::new(), 0));
+    }
+    let run = env.run(&binary, &[], limit, None)?;
+    let ms = run.wall.as_millis() as u64;
+    let stderr = crate::escape::text(&run.stderr.text(), 64 * 1024);
+    let tail: Vec<&str> = stderr.lines().rev().take(12).collect();
+    let tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+    let tail = tail.trim();
+    Ok(match run.ended {
+        Ended::Exited(0) => (Status::Passed, String::new(), ms),
+        Ended::TimedOut => (Status::TimedOut, timed_out(limit), ms),
+        Ended::Exited(code) => (
+            Status::Failed,
+            format!("the program {name} failed (exit status {code}): {tail}"),
+            ms,
+        ),
+        Ended::Signalled(signal) => (
+            Status::Crashed,
+            format!("the program {name} died (signal {signal}): {tail}"),
+            ms,
+        ),
+    })
 }
 
 /// What a finished test process's exit status and output mean.
 fn classify(
-    status: std::process::ExitStatus,
+    ended: Ended,
     stdout: &str,
     stderr: &str,
     name: &str,
@@ -631,7 +416,7 @@ fn classify(
 ) -> (Status, String, u64) {
     // libtest prints `test result:` once the test is over; without it the process ended early.
     let finished = stdout.contains("test result:");
-    if status.success() && finished {
+    if ended == Ended::Exited(0) && finished {
         return if stdout.contains("1 passed") {
             (Status::Passed, String::new(), ms)
         } else {
@@ -649,23 +434,28 @@ fn classify(
     } else {
         format!("; it printed: {tail}")
     };
-    if let Some(code) = status.code() {
-        // A normal exit, but before libtest could report the test: the code under test ended the
-        // process itself.
-        return (
+    match ended {
+        // A normal exit, but before libtest could report the test: the code under test ended
+        // the process itself.
+        Ended::Exited(code) => (
             Status::Exited,
             format!(
                 "the test process ended (exit code {code}) before the test finished: your code may have called std::process::exit or abort{said}"
             ),
             ms,
-        );
+        ),
+        Ended::Signalled(signal) if tail.is_empty() => (
+            Status::Crashed,
+            format!("the test process died (signal {signal}) before the test finished, without a panic message: your code may have called abort, overflowed its stack, or crashed in native code"),
+            ms,
+        ),
+        Ended::Signalled(signal) => (
+            Status::Crashed,
+            format!("the test process died (signal {signal}) before the test finished: {tail}"),
+            ms,
+        ),
+        Ended::TimedOut => (Status::TimedOut, String::from("timed out"), ms),
     }
-    let message = if tail.is_empty() {
-        format!("the test process died ({status}) before the test finished, without a panic message: your code may have called abort, overflowed its stack, or crashed in native code")
-    } else {
-        format!("the test process died ({status}) before the test finished: {tail}")
-    };
-    (Status::Crashed, message, ms)
 }
 
 /// The failure text libtest printed for `name`, without its boilerplate.

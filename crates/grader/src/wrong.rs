@@ -10,10 +10,12 @@
 //!
 //! and replacement files at paths relative to the exercise crate (`src/fix_the_mismatch.rs`),
 //! each listed under `edit` in the exercise's `exercise.toml`. `cargo grade --wrong` grades the
-//! exercise as a student would have it, the reference solution with exactly those files
-//! replaced, in a pristine tree ([`crate::pristine`]; the working tree is never modified), and
-//! checks that every `must_fail` test fails. A variant that does not compile fails nothing: it is
-//! an error, as are an empty `must_fail`, a file not in `edit` and an unknown test name.
+//! exercise as a teacher grades a student who submitted it, the reference solution with exactly
+//! those files replaced, through the judged stages ([`crate::grading`]: the sandbox, the
+//! observations compared with the reference's), and checks that every `must_fail` test fails. A
+//! variant that does not compile fails nothing: it is an error, as are an empty `must_fail`, a
+//! file not in `edit` and an unknown test name. The reference solution itself is graded the same
+//! way first, as a student, and must score full marks.
 //!
 //! ```
 //! let spec: grader::wrong::WrongSpec =
@@ -21,11 +23,13 @@
 //! assert_eq!(spec.must_fail, ["adds"]);
 //! ```
 
-use crate::catalog::{Catalog, Exercise, Variant};
+use crate::catalog::{Exercise, Variant};
 use crate::error::{GradeError, Result};
-use crate::pristine;
+use crate::grading::Grading;
+use crate::progress::Progress;
 use crate::report::write_atomically;
-use crate::runner::{self, RunOptions, Status};
+use crate::runner::Status;
+use crate::submission::Submission;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -180,51 +184,103 @@ pub struct WrongOutcome {
     pub error: Option<String>,
 }
 
-/// Grades every variant of `selected` and prints the table; exit status 0 iff every variant
-/// fails every test it names.
-pub fn run(
-    catalog: &Catalog,
-    selected: &[&Exercise],
-    options: &RunOptions,
-    target: &Path,
-) -> anyhow::Result<i32> {
-    let root = &catalog.root;
-    let variants = discover(root, selected)?;
-    if variants.is_empty() {
-        println!("no known-wrong solutions (solutions/<chapter>/<exercise>/wrong/<slug>/wrong.toml) for the selected exercises");
-        return Ok(0);
-    }
-    let slot = pristine::slot_dir(target, "wrong");
-    pristine::sync(root, &slot)?;
+/// Grades the reference solution and every variant of the run's exercises as submissions,
+/// prints the table and writes `report`; exit status 0 iff every reference scores full marks and
+/// every variant fails every test it names.
+pub fn run(grading: &Grading, report: &Path, progress: &Progress) -> anyhow::Result<i32> {
+    let root = &grading.catalog.root;
+    let variants = discover(root, &grading.selected)?;
     let mut outcomes = Vec::new();
+    for exercise in &grading.selected {
+        let files = solution_files(root, exercise, None)?;
+        let graded = grade_files(grading, exercise, "reference", files, progress)?;
+        let outcome = &graded.exercises[0];
+        let lost: Vec<String> = outcome
+            .tests
+            .iter()
+            .filter(|t| t.status != Status::Passed)
+            .map(|t| format!("{}: {}", t.name, crate::escape::text(&t.message, 300)))
+            .collect();
+        outcomes.push(WrongOutcome {
+            exercise: exercise.id.clone(),
+            variant: "(reference)".into(),
+            why: "the reference solution, graded as a student: full marks".into(),
+            must_fail: Vec::new(),
+            other_tests_lost: lost.clone(),
+            points: outcome.points,
+            max_points: outcome.max_points,
+            caught: lost.is_empty(),
+            error: (!lost.is_empty()).then(|| "the reference solution loses points".into()),
+        });
+    }
     for variant in &variants {
-        let exercise = selected
+        let exercise = grading
+            .selected
             .iter()
             .find(|e| e.id == variant.exercise)
             .expect("discovered from the selection");
-        outcomes.push(grade_variant(
-            root, &slot, target, exercise, variant, options,
-        )?);
+        outcomes.push(grade_variant(grading, exercise, variant, progress)?);
     }
     let json = serde_json::to_string_pretty(&outcomes)? + "\n";
-    let path = root.join("target/grade/wrong.json");
-    write_atomically(&path, json.as_bytes())?;
+    write_atomically(report, json.as_bytes())?;
     println!("{}", table(&outcomes));
     let caught = outcomes.iter().filter(|o| o.caught).count();
     println!(
-        "{caught}/{} known-wrong solutions fail every test they name; report: target/grade/wrong.json",
-        outcomes.len()
+        "{caught}/{} rows as they must be (references full marks, known-wrong solutions failing every test they name); {}; report: {}",
+        outcomes.len(),
+        grading.judged_by(),
+        report.display()
     );
     Ok(i32::from(caught != outcomes.len()))
 }
 
-fn grade_variant(
+/// The reference solution's edit files of `exercise`, with `variant`'s replacements, by path
+/// from the repository root.
+fn solution_files(
     root: &Path,
-    slot: &Path,
-    target: &Path,
+    exercise: &Exercise,
+    variant: Option<&WrongVariant>,
+) -> Result<std::collections::BTreeMap<String, Vec<u8>>> {
+    let mut files = std::collections::BTreeMap::new();
+    for file in &exercise.spec.edit {
+        let source = match variant {
+            Some(v) if v.files.contains(file) => v.dir.join(file),
+            _ => exercise.dir(root, Variant::Solutions).join(file),
+        };
+        let bytes = std::fs::read(&source).map_err(|e| GradeError::io(&source, e))?;
+        files.insert(format!("exercises/{}/{file}", exercise.path), bytes);
+    }
+    Ok(files)
+}
+
+/// Grades `files` as a submission for `exercise` alone.
+fn grade_files(
+    grading: &Grading,
+    exercise: &Exercise,
+    name: &str,
+    files: std::collections::BTreeMap<String, Vec<u8>>,
+    progress: &Progress,
+) -> anyhow::Result<crate::Report> {
+    let submission = Submission {
+        name: format!("{} {name}", exercise.id),
+        files,
+        ..Default::default()
+    };
+    let progress = match progress {
+        Progress::Live { tty, .. } => Progress::Live {
+            tty: *tty,
+            prefix: format!("[{} {name}] ", exercise.id),
+        },
+        Progress::Quiet => Progress::Quiet,
+    };
+    Ok(grading.grade_some(&submission, &[exercise], 0, &progress)?)
+}
+
+fn grade_variant(
+    grading: &Grading,
     exercise: &Exercise,
     variant: &WrongVariant,
-    options: &RunOptions,
+    progress: &Progress,
 ) -> anyhow::Result<WrongOutcome> {
     let why = variant
         .spec
@@ -252,30 +308,9 @@ fn grade_variant(
             error: Some(variant.problems.join("; ")),
         });
     }
-    // The student's crate: the reference solution's edited files, then the variant's.
-    let mut overlay = Vec::new();
-    for file in &exercise.spec.edit {
-        let source = if variant.files.contains(file) {
-            variant.dir.join(file)
-        } else {
-            exercise.dir(root, Variant::Solutions).join(file)
-        };
-        let bytes = std::fs::read(&source).map_err(|e| GradeError::io(&source, e))?;
-        overlay.push((
-            slot.join("exercises").join(&exercise.path).join(file),
-            bytes,
-        ));
-    }
-    let mut opts = options.clone();
-    opts.variant = Variant::Exercises;
-    opts.target_dir = Some(target.to_path_buf());
-    opts.verify_integrity = false;
-    opts.binary_copy = None;
-    opts.overlay = overlay;
-    if let crate::progress::Progress::Live { prefix, .. } = &mut opts.progress {
-        *prefix = format!("[{} {}] ", variant.exercise, variant.slug);
-    }
-    let outcome = runner::grade(slot, exercise, &opts)?;
+    let files = solution_files(&grading.catalog.root, exercise, Some(variant))?;
+    let report = grade_files(grading, exercise, &variant.slug, files, progress)?;
+    let outcome = &report.exercises[0];
     let status_of = |name: &str| {
         outcome
             .tests
@@ -296,17 +331,12 @@ fn grade_variant(
         .filter(|t| !names.contains(&t.name) && t.status != Status::Passed)
         .map(|t| t.name.clone())
         .collect();
-    let error = if let Some(e) = &outcome.compile_error {
-        Some(format!(
+    let error = outcome.compile_error.as_ref().map(|e| {
+        format!(
             "does not compile, so it fails nothing: {}",
             e.lines().find(|l| !l.trim().is_empty()).unwrap_or_default()
-        ))
-    } else {
-        must_fail
-            .iter()
-            .find(|m| m.status == Some(Status::Missing))
-            .map(|m| format!("{} is not in the test binary", m.name))
-    };
+        )
+    });
     let caught = error.is_none()
         && must_fail
             .iter()
@@ -379,6 +409,9 @@ fn table(outcomes: &[WrongOutcome]) -> String {
             .collect();
         let verdict = match (&o.error, o.caught) {
             (Some(e), _) => format!("ERROR: {e}"),
+            (None, true) if o.must_fail.is_empty() => {
+                format!("full marks ({}/{} points)", o.points, o.max_points)
+            }
             (None, true) => format!("caught ({}/{} points)", o.points, o.max_points),
             (None, false) => format!(
                 "NOT CAUGHT: scores {}/{}; a test it names passes",

@@ -1,29 +1,41 @@
 //! Graded tests for exercise 01-1 (points in exercise.toml). Do not edit: the grader checks this
 //! file against its checksum.
+//!
+//! Each test is a scenario (the `scenario` crate): it records what it observed, and a teacher's
+//! grader compares that with the reference solution's. The accelerator is `cuda:0` on a machine
+//! with a GPU, else a simulated device whose number the grading run picks, as it picks the
+//! models' seeds.
 
 use super::fix_the_mismatch::{forward_anywhere, karate_predictions};
-use workbook::device::accelerator;
+use scenario::{Json, Scenario};
+use workbook::device::accelerator_or_sim;
 use workbook::ledger::Ledger;
 use workbook::{datasets, Model, ModelConfig, Placement};
 
-fn gcn_on(at: &Placement) -> Model {
-    Model::init(ModelConfig::gcn(34, 16, 4), 0, at)
+fn gcn_on(at: &Placement, seed: u64) -> Model {
+    Model::init(ModelConfig::gcn(34, 16, 4), seed, at)
         .expect("building the GCN")
         .0
 }
 
+/// The accelerator: `cuda:0`, or `sim:2` to `sim:7` as the run's challenge picks.
+fn accelerator(s: &Scenario) -> Placement {
+    accelerator_or_sim(s.pick("accelerator", 2..8)).placement
+}
+
 #[test]
 fn runs_a_cpu_graph_on_the_accelerator() {
-    let gpu = accelerator().placement;
-    let model = gcn_on(&gpu);
+    let s = scenario::start();
+    let gpu = accelerator(&s);
+    let model = gcn_on(&gpu, s.seed("model"));
     let graph = datasets::karate(Placement::cpu()).unwrap();
     let out = forward_anywhere(&model, &graph)
         .unwrap_or_else(|e| panic!("forward_anywhere failed with the graph on cpu: {e}"));
+    s.observe("logits", &out.logits);
     assert_eq!(out.logits.dims(), &[34, 4]);
     assert!(
         out.logits.device().same_device(gpu.device()),
-        "the logits should be computed where the model is ({})",
-        gpu
+        "the logits should be computed where the model is ({gpu})"
     );
 }
 
@@ -31,20 +43,27 @@ fn runs_a_cpu_graph_on_the_accelerator() {
 fn moves_the_graph_to_wherever_the_model_is() {
     // The model decides where the work runs: the graph goes to the model's device, whichever it
     // is, never to a device written in the code. The ledger on the model's device shows the copy.
-    let gpu = accelerator().placement;
+    let s = scenario::start();
+    let gpu = accelerator(&s);
+    // another simulated device, never the accelerator's number
+    let other = Placement::sim(s.pick("other device", 8..16));
     for (model_at, graph_at) in [
         (Placement::cpu(), gpu.clone()),
-        (Placement::sim(2), Placement::cpu()),
-        (Placement::sim(2), gpu.clone()),
+        (other.clone(), Placement::cpu()),
+        (other.clone(), gpu.clone()),
     ] {
         let ledger = Ledger::new();
         let model_at = model_at.with_ledger(&ledger);
-        let model = gcn_on(&model_at);
+        let model = gcn_on(&model_at, 0);
         let graph = datasets::karate(&graph_at).unwrap();
         ledger.clear();
         forward_anywhere(&model, &graph).unwrap_or_else(|e| {
             panic!("forward_anywhere failed with the model on {model_at} and the graph on {graph_at}: {e}")
         });
+        s.observe(
+            format!("copies with the model on {model_at} and the graph on {graph_at}"),
+            &Json(graph_copies(&ledger)),
+        );
         assert!(
             ledger.transfers().iter().any(|t| t.what == "karate.x"
                 && t.from == graph_at.to_string()
@@ -57,30 +76,39 @@ fn moves_the_graph_to_wherever_the_model_is() {
     // the parts that are elsewhere, as PyG's data.to does).
     let ledger = Ledger::new();
     let at = gpu.with_ledger(&ledger);
-    let model = gcn_on(&at);
+    let model = gcn_on(&at, 0);
     let already_there = datasets::karate(&at).unwrap();
     ledger.clear();
     forward_anywhere(&model, &already_there).unwrap_or_else(|e| {
         panic!("forward_anywhere failed with the model and the graph on {at}: {e}")
     });
-    let graph_copies: Vec<_> = ledger
+    let copies = graph_copies(&ledger);
+    s.observe("copies with both on the accelerator", &Json(&copies));
+    assert!(
+        copies.is_empty(),
+        "the graph was already on {at}, yet it was copied: {copies:?}"
+    );
+}
+
+/// The copies of the karate graph's parts that the ledger recorded.
+fn graph_copies(ledger: &Ledger) -> Vec<workbook::ledger::Transfer> {
+    ledger
         .transfers()
         .into_iter()
         .filter(|t| t.what.starts_with("karate."))
-        .collect();
-    assert!(
-        graph_copies.is_empty(),
-        "the graph was already on {at}, yet it was copied: {graph_copies:?}"
-    );
+        .collect()
 }
 
 #[test]
 fn predictions_match_the_cpu_and_come_back_once() {
+    let s = scenario::start();
     let on_cpu = karate_predictions(&Placement::cpu()).expect("predicting on the cpu");
     let ledger = Ledger::new();
-    let gpu = accelerator().placement.with_ledger(&ledger);
+    let gpu = accelerator(&s).with_ledger(&ledger);
     let on_gpu = karate_predictions(&gpu)
         .unwrap_or_else(|e| panic!("karate_predictions failed on {gpu}: {e}"));
+    s.observe("predictions", &on_gpu);
+    s.observe("copies", &Json(ledger.transfers()));
     assert_eq!(
         on_gpu, on_cpu,
         "the same model must predict the same on every device"

@@ -1,0 +1,84 @@
+//! Stage 4 of grading a submission: running one graded scenario in the sandbox.
+//!
+//! A scenario is a test of the exercise's harness (`grade::<name>`, alone, on one thread) or a
+//! program the exercise builds. It runs where `cargo test` would run it (the exercise's folder,
+//! with `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME` set), with the run's challenge
+//! ([`scenario::CHALLENGE_ENV`]) and the judge's log on file descriptor 3
+//! ([`scenario::LOG_ENV`]). Its tree is the slot's, read-only; it may write in its private
+//! `/tmp` only. The environment is exactly that: no variable of the teacher's reaches it.
+//!
+//! ```
+//! assert_eq!(grader::execute::harness_args("adds"), ["grade::adds", "--exact", "--test-threads", "1"]);
+//! ```
+
+use crate::catalog::Exercise;
+use crate::compile::TREE;
+use crate::error::Result;
+use crate::python::{Python, PYTHON_ENV};
+use crate::sandbox::{Confinement, Finished, Jail, Limits, LOG_PATH};
+use crate::slot::Slot;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Inside the sandbox, the binary under test.
+const BIN: &str = "/judge/bin";
+
+/// How a scenario is run.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The run's challenge.
+    pub challenge: u64,
+    /// Wall-clock limit.
+    pub wall: Duration,
+    /// The interpreter tests may run, if the teacher named one.
+    pub python: Option<Python>,
+}
+
+/// The arguments that run graded test `name` of a harness alone.
+pub fn harness_args(name: &str) -> Vec<String> {
+    vec![
+        format!("grade::{name}"),
+        "--exact".into(),
+        "--test-threads".into(),
+        "1".into(),
+    ]
+}
+
+/// Runs `binary` (on the host) with `args`, as `package` of `exercise` on the tree of `slot`.
+pub fn run(
+    confinement: &Confinement,
+    slot: &Slot,
+    exercise: &Exercise,
+    package: &str,
+    binary: &Path,
+    args: &[String],
+    settings: &Settings,
+) -> Result<Finished> {
+    let sandboxed = confinement.is_sandboxed();
+    let mut jail = Jail::new(Limits::for_tests(settings.wall));
+    let name = binary
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "test".into());
+    let (tree, program) = if sandboxed {
+        (PathBuf::from(TREE), Path::new(BIN).join(&name))
+    } else {
+        (slot.tree.clone(), binary.to_path_buf())
+    };
+    jail.ro(&slot.tree, TREE)
+        .ro(binary, Path::new(BIN).join(&name));
+    let crate_dir = tree.join("exercises").join(&exercise.path);
+    jail.env("CARGO_MANIFEST_DIR", crate_dir.to_string_lossy())
+        .env("CARGO_PKG_NAME", package)
+        .env("RUST_BACKTRACE", "0")
+        .env(scenario::CHALLENGE_ENV, settings.challenge.to_string())
+        .env(scenario::LOG_ENV, LOG_PATH);
+    if let Some(python) = &settings.python {
+        for dir in &python.mounts {
+            jail.ro(dir, dir);
+        }
+        jail.env(PYTHON_ENV, python.executable.to_string_lossy());
+    }
+    jail.cwd = crate_dir;
+    Ok(confinement.run(&jail, &program, args)?)
+}

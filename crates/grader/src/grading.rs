@@ -1,0 +1,459 @@
+//! A judged grading run (`cargo grade --class`, `--root`, `--wrong`): stage 0 once, then each
+//! submission through the stages in order, each in a module of its own:
+//!
+//! 0. [`crate::handout`]: stage the handout, build it once, record how its exercises compile;
+//!    record the reference solutions' observations under a fresh challenge
+//!    ([`crate::expected`]);
+//! 1. [`crate::submission`]: read the submission's edit files, refusing links and special files;
+//! 2. [`crate::slot`]: lay them over the handout in a private slot;
+//! 3. [`crate::compile`]: compile each exercise, confined ([`crate::sandbox`]);
+//! 4. [`crate::execute`]: run each graded scenario, confined;
+//! 5. [`crate::judge`]: compare what it observed with the reference's;
+//! 6. [`crate::report`]: the report, with everything the student's process said escaped.
+//!
+//! ```no_run
+//! # fn main() -> anyhow::Result<()> {
+//! use grader::grading::{Grading, Settings};
+//! let catalog = grader::Catalog::load(std::path::Path::new("."))?;
+//! let selected = catalog.select(&grader::catalog::Selection::All)?;
+//! let settings = Settings::sandboxed()?;
+//! let progress = grader::progress::Progress::live();
+//! let grading = Grading::prepare(&catalog, &selected, std::path::Path::new("target"), settings, &progress)?;
+//! let alice = grader::submission::read("alice", std::path::Path::new("class/alice"), &catalog, None);
+//! let report = grading.grade(&alice, 0, &progress)?;
+//! println!("{}/{}", report.points, report.max_points);
+//! # Ok(()) }
+//! ```
+
+use crate::catalog::{Catalog, Exercise, Variant};
+use crate::compile::{self, Compiled};
+use crate::error::{GradeError, Result};
+use crate::execute;
+use crate::expected::{self, Expected};
+use crate::handout::{self, Handout};
+use crate::judge;
+use crate::progress::Progress;
+use crate::python::Python;
+use crate::report::Report;
+use crate::runner::{ExerciseOutcome, Status, TestOutcome};
+use crate::sandbox::{Confinement, Finished};
+use crate::slot::{private_dir, Slot};
+use crate::submission::Submission;
+use scenario::protocol::Log;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How a judged run grades.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The sandbox (or, with `--unsafe-no-sandbox`, none).
+    pub confinement: Confinement,
+    /// Overrides every exercise's time limit per test.
+    pub time_limit: Option<Duration>,
+    /// Time limit of one compiler run.
+    pub build_limit: Duration,
+    /// Cargo features (`cuda`).
+    pub features: Option<String>,
+    /// The interpreter tests may run.
+    pub python: Option<Python>,
+    /// The challenge (drawn at random when `None`).
+    pub challenge: Option<u64>,
+    /// Expected values recorded earlier (else the reference solutions are graded now).
+    pub expected: Option<PathBuf>,
+}
+
+impl Settings {
+    /// Settings with the bubblewrap sandbox, which must work here.
+    pub fn sandboxed() -> Result<Self> {
+        Ok(Self::with(Confinement::bubblewrap()?))
+    }
+
+    /// Settings with `confinement`.
+    pub fn with(confinement: Confinement) -> Self {
+        Self {
+            confinement,
+            time_limit: None,
+            build_limit: compile::BUILD_TIME_LIMIT,
+            features: None,
+            python: None,
+            challenge: None,
+            expected: None,
+        }
+    }
+}
+
+/// A challenge no one can predict: std's hasher keys are drawn from the operating system's
+/// random source for every process.
+pub fn random_challenge() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    h.finish()
+}
+
+/// The judge's private folder for builds into `target`: `<temp>/workbook-grade-<hash>/`,
+/// readable by this user only. Stable between runs, so the staged handout is copied once.
+pub fn work_dir(target: &Path) -> PathBuf {
+    use sha2::{Digest, Sha256};
+    let hash = Sha256::digest(target.to_string_lossy().as_bytes());
+    let hex: String = hash.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    std::env::temp_dir().join(format!("workbook-grade-{hex}"))
+}
+
+/// What one scenario of a submission came to, before the verdict.
+enum Observed {
+    /// The exercise (or the program) did not compile.
+    NotBuilt(String),
+    /// The program was built, which is the test.
+    Built,
+    /// It ran.
+    Ran(Finished),
+}
+
+/// A prepared judged run.
+pub struct Grading<'a> {
+    /// The teacher's exercises.
+    pub catalog: &'a Catalog,
+    /// Those graded.
+    pub selected: Vec<&'a Exercise>,
+    /// Stage 0.
+    pub handout: Handout,
+    /// How.
+    pub settings: Settings,
+    /// The references' observations under this run's challenge.
+    pub expected: Expected,
+    /// The judge's private folder.
+    pub work: PathBuf,
+}
+
+impl<'a> Grading<'a> {
+    /// Stage 0: stages and builds the handout, then records (or loads) the expected values.
+    pub fn prepare(
+        catalog: &'a Catalog,
+        selected: &[&'a Exercise],
+        target: &Path,
+        settings: Settings,
+        progress: &Progress,
+    ) -> Result<Self> {
+        let work = work_dir(target);
+        private_dir(&work)?;
+        let handout = handout::prepare(
+            catalog,
+            selected,
+            target,
+            &work,
+            settings.features.as_deref(),
+            progress,
+        )?;
+        let digest = expected::digest(&handout.tree, selected)?;
+        let mut grading = Grading {
+            catalog,
+            selected: selected.to_vec(),
+            handout,
+            settings,
+            expected: Expected::new(0, digest.clone()),
+            work,
+        };
+        grading.expected = match &grading.settings.expected {
+            Some(file) => {
+                let loaded = Expected::load(file)?;
+                loaded
+                    .check_digest(&digest)
+                    .map_err(|e| GradeError::Expected(format!("{}: {e}", file.display())))?;
+                for exercise in selected {
+                    if !loaded.exercises.contains_key(&exercise.id) {
+                        return Err(GradeError::Expected(format!(
+                            "{} has no expected values for {}: record them with --record-expected",
+                            file.display(),
+                            exercise.id
+                        )));
+                    }
+                }
+                loaded
+            }
+            None => {
+                let challenge = grading.settings.challenge.unwrap_or_else(random_challenge);
+                grading.record(challenge, progress)?
+            }
+        };
+        Ok(grading)
+    }
+
+    /// Grades the reference solutions under `challenge` and keeps what they observed. Every
+    /// scenario must run to its end: otherwise every student would lose those points, so the
+    /// run stops with the reason (onnxruntime missing, a machine too slow for the time limit).
+    pub fn record(&self, challenge: u64, progress: &Progress) -> Result<Expected> {
+        let root = &self.catalog.root;
+        if !root.join("solutions").is_dir() {
+            return Err(GradeError::Expected(format!(
+                "{} has no solutions/ to record the expected values from: grade from the teacher's repository, or pass --expected FILE (recorded there with --record-expected FILE)",
+                root.display()
+            )));
+        }
+        progress.line(&format!(
+            "recording the reference solutions' observations ({} exercises)",
+            self.selected.len()
+        ));
+        let mut files = BTreeMap::new();
+        for exercise in &self.selected {
+            for file in &exercise.spec.edit {
+                let path = exercise.dir(root, Variant::Solutions).join(file);
+                let bytes = std::fs::read(&path).map_err(|e| GradeError::io(&path, e))?;
+                files.insert(format!("exercises/{}/{file}", exercise.path), bytes);
+            }
+        }
+        let slot = Slot::fill(
+            &self.work.join("slots").join("reference"),
+            &self.handout.tree,
+            &files,
+        )?;
+        let mut expected = Expected::new(challenge, self.expected.digest.clone());
+        for exercise in &self.selected {
+            let observed = self.observe(&slot, exercise, challenge)?;
+            let mut logs = BTreeMap::new();
+            for (spec, what) in exercise.spec.tests.iter().zip(observed) {
+                let log = match what {
+                    Observed::Built => judge::built_log(),
+                    Observed::NotBuilt(errors) => {
+                        return Err(GradeError::Reference(format!(
+                            "{} {}: the reference solution does not compile here: {}",
+                            exercise.id,
+                            spec.name,
+                            compile::first_error(&errors)
+                        )))
+                    }
+                    Observed::Ran(run) => {
+                        let log = Log::parse(&run.log.bytes);
+                        if !log.done {
+                            let (_, why) = judge::verdict(&spec.name, &finished_log(), &run);
+                            return Err(GradeError::Reference(format!(
+                                "{} {}: the reference solution fails here, so every student would: {why}",
+                                exercise.id, spec.name
+                            )));
+                        }
+                        log
+                    }
+                };
+                logs.insert(spec.name.clone(), log);
+            }
+            progress.line(&format!("  {} recorded", exercise.id));
+            expected.exercises.insert(exercise.id.clone(), logs);
+        }
+        Ok(expected)
+    }
+
+    /// Stages 2 to 6 for `submission`, in slot number `slot` (one per submission graded at the
+    /// same time).
+    pub fn grade(
+        &self,
+        submission: &Submission,
+        slot: usize,
+        progress: &Progress,
+    ) -> Result<Report> {
+        self.grade_some(submission, &self.selected, slot, progress)
+    }
+
+    /// [`Grading::grade`] for some of the run's exercises only.
+    pub fn grade_some(
+        &self,
+        submission: &Submission,
+        exercises: &[&Exercise],
+        slot: usize,
+        progress: &Progress,
+    ) -> Result<Report> {
+        let slot = Slot::fill(
+            &self.work.join("slots").join(slot.to_string()),
+            &self.handout.tree,
+            &submission.files,
+        )?;
+        let mut outcomes = Vec::new();
+        for exercise in exercises {
+            outcomes.push(self.grade_exercise(&slot, exercise, progress)?);
+        }
+        let mut report = Report::new(Variant::Exercises, Path::new(&submission.name), outcomes);
+        report.root = submission.name.clone();
+        report.ignored_files = submission.ignored.clone();
+        report.refused_files = submission.refused.clone();
+        report.judged_by = Some(self.judged_by());
+        Ok(report)
+    }
+
+    /// Who gave the verdicts, for every report.
+    pub fn judged_by(&self) -> String {
+        if self.settings.confinement.is_sandboxed() {
+            "the judge: observations compared with the reference solution's, every build and test in a bubblewrap sandbox".into()
+        } else {
+            "the judge WITHOUT A SANDBOX (--unsafe-no-sandbox): students' code ran with the grader's permissions; trust these grades only as far as you trust every student".into()
+        }
+    }
+
+    fn grade_exercise(
+        &self,
+        slot: &Slot,
+        exercise: &Exercise,
+        progress: &Progress,
+    ) -> Result<ExerciseOutcome> {
+        let started = Instant::now();
+        progress.header(exercise);
+        let observed = self.observe(slot, exercise, self.expected.challenge)?;
+        let mut tests = Vec::new();
+        let mut compile_error = None;
+        for (spec, what) in exercise.spec.tests.iter().zip(observed) {
+            let (status, message, ms) = match what {
+                Observed::NotBuilt(errors) => {
+                    let first = compile::first_error(&errors);
+                    let outcome = if spec.program.is_some() {
+                        (
+                            Status::Failed,
+                            format!(
+                                "the program {} does not compile with your code: {first}",
+                                spec.program.as_deref().unwrap_or_default()
+                            ),
+                            0,
+                        )
+                    } else {
+                        (
+                            Status::CompileError,
+                            format!("does not compile: {first}"),
+                            0,
+                        )
+                    };
+                    if spec.program.is_none() {
+                        compile_error = Some(errors);
+                    }
+                    outcome
+                }
+                Observed::Built => (Status::Passed, String::new(), 0),
+                Observed::Ran(run) => {
+                    let reference =
+                        self.expected.log(&exercise.id, &spec.name).ok_or_else(|| {
+                            GradeError::Expected(format!(
+                                "no expected values for {} {}",
+                                exercise.id, spec.name
+                            ))
+                        })?;
+                    let (status, message) = judge::verdict(&spec.name, reference, &run);
+                    (status, message, run.wall.as_millis() as u64)
+                }
+            };
+            progress.test_done(&spec.name, status, spec.points, ms);
+            tests.push(TestOutcome {
+                name: spec.name.clone(),
+                points: if status == Status::Passed {
+                    spec.points
+                } else {
+                    0
+                },
+                max_points: spec.points,
+                status,
+                message,
+                duration_ms: ms,
+            });
+        }
+        if let Some(first) = &compile_error {
+            progress.compile_failed(exercise, &compile::first_error(first));
+        }
+        let points = tests.iter().map(|t| t.points).sum();
+        Ok(ExerciseOutcome {
+            id: exercise.id.clone(),
+            path: exercise.path.clone(),
+            title: exercise.spec.title.clone(),
+            package: exercise.package(&self.handout.tree, Variant::Exercises)?,
+            variant: Variant::Exercises,
+            points,
+            max_points: exercise.max_points(),
+            points_if_intact: points,
+            modified_files: Vec::new(),
+            compile_error,
+            tests,
+            duration_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+
+    /// Stages 3 and 4 for one exercise on a filled slot: what each test came to, in order.
+    fn observe(&self, slot: &Slot, exercise: &Exercise, challenge: u64) -> Result<Vec<Observed>> {
+        let units = self.handout.units.get(&exercise.id).ok_or_else(|| {
+            GradeError::Handout(format!("{} was not built with the handout", exercise.id))
+        })?;
+        let confinement = &self.settings.confinement;
+        let build = self.settings.build_limit;
+        let package = units
+            .test
+            .var("CARGO_PKG_NAME")
+            .unwrap_or_default()
+            .to_string();
+        let lib_crate = units.test.arg("--crate-name").map(str::to_string);
+        let harness = compile::compile(confinement, &self.handout, slot, &units.test, None, build)?;
+        let run_settings = execute::Settings {
+            challenge,
+            wall: self
+                .settings
+                .time_limit
+                .unwrap_or(Duration::from_secs(exercise.time_limit_secs())),
+            python: self.settings.python.clone(),
+        };
+        let mut programs: BTreeMap<String, Compiled> = BTreeMap::new();
+        let mut observed = Vec::new();
+        for spec in &exercise.spec.tests {
+            observed.push(match &spec.program {
+                None => match &harness {
+                    Compiled::Failed(errors) => Observed::NotBuilt(errors.clone()),
+                    Compiled::Built(binary) => Observed::Ran(execute::run(
+                        confinement,
+                        slot,
+                        exercise,
+                        &package,
+                        binary,
+                        &execute::harness_args(&spec.name),
+                        &run_settings,
+                    )?),
+                },
+                Some(name) => {
+                    if !programs.contains_key(name) {
+                        let unit = units.programs.get(name).ok_or_else(|| {
+                            GradeError::Handout(format!("{}: no program {name}", exercise.id))
+                        })?;
+                        let built = compile::compile(
+                            confinement,
+                            &self.handout,
+                            slot,
+                            unit,
+                            lib_crate.as_deref(),
+                            build,
+                        )?;
+                        programs.insert(name.clone(), built);
+                    }
+                    match (&programs[name], spec.build_only) {
+                        (Compiled::Failed(errors), _) => Observed::NotBuilt(errors.clone()),
+                        (Compiled::Built(_), true) => Observed::Built,
+                        (Compiled::Built(binary), false) => Observed::Ran(execute::run(
+                            confinement,
+                            slot,
+                            exercise,
+                            &package,
+                            binary,
+                            &[],
+                            &run_settings,
+                        )?),
+                    }
+                }
+            });
+        }
+        Ok(observed)
+    }
+}
+
+/// A reference log with nothing but the end: what a reference's own run is judged against to
+/// explain why it did not finish.
+fn finished_log() -> Log {
+    Log {
+        done: true,
+        ..Log::default()
+    }
+}

@@ -1,0 +1,365 @@
+//! What a scenario hands to the judge, and how the judge compares it with the reference's.
+//!
+//! A scenario writes one JSON [`Record`] a line. The judge reads a capped number of bytes,
+//! whatever the student's process wrote ([`Log::parse`]), and compares it with the log the
+//! reference solution wrote under the same challenge ([`compare`]): every key the reference
+//! observed must be there with an equal value, under the reference's [`Tolerance`] (a student's
+//! record cannot widen it), and the log must end with [`Record::Done`]. A difference is reported
+//! by key and position only, never with the reference's value, so feedback cannot leak it.
+//!
+//! ```
+//! use scenario::protocol::{compare, Log};
+//! let reference = Log::parse(br#"{"observe":{"key":"n","value":3.0,"tolerance":{"abs":0.1,"rel":0.0}}}
+//! "done"
+//! "#);
+//! let close = Log::parse(b"{\"observe\":{\"key\":\"n\",\"value\":3.05}}\n\"done\"\n");
+//! let far = Log::parse(b"{\"observe\":{\"key\":\"n\",\"value\":3.5}}\n\"done\"\n");
+//! let unfinished = Log::parse(b"{\"observe\":{\"key\":\"n\",\"value\":3.0}}\n");
+//! assert!(compare(&reference, &close).is_ok());
+//! assert!(compare(&reference, &far).is_err());
+//! assert!(compare(&reference, &unfinished).is_err());
+//! ```
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// One line of a scenario's log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Record {
+    /// A value the scenario observed.
+    Observe {
+        /// What it is (`"logits"`, `"device of the output"`); unique within a scenario.
+        key: String,
+        /// The value, as [`crate::Observable`] encodes it.
+        value: Value,
+        /// How close a number must be to count as equal; [`Tolerance::DEFAULT`] when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tolerance: Option<Tolerance>,
+    },
+    /// The scenario ran to its end without a panic.
+    Done,
+}
+
+impl Record {
+    /// The record as one line of JSON (with its newline).
+    pub fn to_line(&self) -> String {
+        // A record is plain data: serialising it cannot fail.
+        serde_json::to_string(self).unwrap_or_default() + "\n"
+    }
+}
+
+/// How close two numbers must be: `|got - want| <= abs + rel * |want|`. Integers, strings and
+/// booleans are always compared exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tolerance {
+    /// Absolute part.
+    pub abs: f64,
+    /// Relative part, times the reference's magnitude.
+    pub rel: f64,
+}
+
+impl Tolerance {
+    /// What [`crate::Scenario::observe`] uses: float32 arithmetic done in another order.
+    pub const DEFAULT: Tolerance = Tolerance {
+        abs: 1e-6,
+        rel: 1e-5,
+    };
+    /// Bit for bit.
+    pub const EXACT: Tolerance = Tolerance { abs: 0.0, rel: 0.0 };
+
+    /// An absolute tolerance only.
+    pub fn abs(abs: f64) -> Self {
+        Self { abs, rel: 0.0 }
+    }
+
+    /// Whether `got` is close enough to `want`.
+    pub fn accepts(&self, want: f64, got: f64) -> bool {
+        // NaN never equals anything here: a NaN is encoded as the string "NaN" (see Observable).
+        (got - want).abs() <= self.abs + self.rel * want.abs()
+    }
+}
+
+impl Default for Tolerance {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// A parsed log: the observations by key (the first record of a key counts), and whether the
+/// scenario finished.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Log {
+    /// Key → (value, tolerance), in the order first observed.
+    pub observations: Vec<(String, Value, Option<Tolerance>)>,
+    /// A [`Record::Done`] was read.
+    pub done: bool,
+    /// Lines that were not a record (a student's process may write anything).
+    pub malformed: usize,
+}
+
+impl Log {
+    /// Reads a log, skipping lines that are not records. Never fails: what the student's process
+    /// wrote is data, not code.
+    pub fn parse(bytes: &[u8]) -> Self {
+        let mut log = Log::default();
+        let mut seen = std::collections::BTreeSet::new();
+        for line in bytes.split(|&b| b == b'\n') {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match serde_json::from_slice::<Record>(line) {
+                Ok(Record::Observe {
+                    key,
+                    value,
+                    tolerance,
+                }) => {
+                    if seen.insert(key.clone()) {
+                        log.observations.push((key, value, tolerance));
+                    }
+                }
+                Ok(Record::Done) => log.done = true,
+                Err(_) => log.malformed += 1,
+            }
+        }
+        log
+    }
+
+    /// The observations by key.
+    pub fn by_key(&self) -> BTreeMap<&str, &Value> {
+        self.observations
+            .iter()
+            .map(|(k, v, _)| (k.as_str(), v))
+            .collect()
+    }
+
+    /// Keys whose values differ between this log and `other` (both taken as references): used to
+    /// check that a scenario's values depend on the challenge.
+    pub fn differing_keys(&self, other: &Log) -> Vec<String> {
+        let theirs = other.by_key();
+        self.observations
+            .iter()
+            .filter(|(key, value, _)| {
+                theirs
+                    .get(key.as_str())
+                    .is_none_or(|v| diff(value, v, &Tolerance::EXACT).is_some())
+            })
+            .map(|(k, _, _)| k.clone())
+            .collect()
+    }
+}
+
+/// Why a student's log does not match the reference's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mismatch {
+    /// The scenario did not run to its end (a panic, an early exit, a crash, a time-out).
+    Unfinished,
+    /// A value the reference observed is missing.
+    Missing {
+        /// Its key.
+        key: String,
+    },
+    /// A value differs.
+    Differs {
+        /// Its key.
+        key: String,
+        /// Where inside the value (`[3][1]`, `.device`), empty for the whole value.
+        at: String,
+    },
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mismatch::Unfinished => write!(f, "the scenario did not run to its end"),
+            Mismatch::Missing { key } => {
+                write!(f, "`{key}` was never observed (the reference observes it)")
+            }
+            Mismatch::Differs { key, at } if at.is_empty() => {
+                write!(f, "`{key}` differs from the reference solution's")
+            }
+            Mismatch::Differs { key, at } => {
+                write!(f, "`{key}` differs from the reference solution's at {at}")
+            }
+        }
+    }
+}
+
+/// Compares a student's log with the reference's: `Ok` when the scenario finished and every
+/// observation of the reference is matched; else the first mismatch, in the reference's order.
+pub fn compare(reference: &Log, student: &Log) -> Result<(), Mismatch> {
+    let theirs = student.by_key();
+    for (key, want, tolerance) in &reference.observations {
+        let Some(got) = theirs.get(key.as_str()) else {
+            return Err(if student.done {
+                Mismatch::Missing { key: key.clone() }
+            } else {
+                Mismatch::Unfinished
+            });
+        };
+        if let Some(at) = diff(want, got, &tolerance.unwrap_or_default()) {
+            return Err(Mismatch::Differs {
+                key: key.clone(),
+                at,
+            });
+        }
+    }
+    if student.done {
+        Ok(())
+    } else {
+        Err(Mismatch::Unfinished)
+    }
+}
+
+/// Where `got` differs from `want` (`Some("")` for the whole value), or `None` when equal.
+fn diff(want: &Value, got: &Value, tolerance: &Tolerance) -> Option<String> {
+    match (want, got) {
+        (Value::Number(w), Value::Number(g)) => {
+            let exact_ints = (w.is_i64() || w.is_u64()) && (g.is_i64() || g.is_u64());
+            let equal = if exact_ints {
+                w == g
+            } else {
+                match (w.as_f64(), g.as_f64()) {
+                    (Some(w), Some(g)) => tolerance.accepts(w, g),
+                    _ => false,
+                }
+            };
+            (!equal).then(String::new)
+        }
+        (Value::Array(w), Value::Array(g)) => {
+            if w.len() != g.len() {
+                return Some(format!(" (length {} instead of the reference's)", g.len()));
+            }
+            w.iter()
+                .zip(g)
+                .enumerate()
+                .find_map(|(i, (w, g))| diff(w, g, tolerance).map(|at| format!("[{i}]{at}")))
+        }
+        (Value::Object(w), Value::Object(g)) => {
+            if w.len() != g.len() || w.keys().any(|k| !g.contains_key(k)) {
+                return Some(String::new());
+            }
+            w.iter()
+                .find_map(|(k, wv)| diff(wv, &g[k], tolerance).map(|at| format!(".{k}{at}")))
+        }
+        _ => (want != got).then(String::new),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(lines: &[Record]) -> Log {
+        let text: String = lines.iter().map(Record::to_line).collect();
+        Log::parse(text.as_bytes())
+    }
+
+    fn obs(key: &str, value: Value) -> Record {
+        Record::Observe {
+            key: key.into(),
+            value,
+            tolerance: None,
+        }
+    }
+
+    #[test]
+    fn the_first_record_of_a_key_counts_and_garbage_is_counted() {
+        let text = format!(
+            "{}not json\n{}{}",
+            obs("k", 1.into()).to_line(),
+            obs("k", 2.into()).to_line(),
+            Record::Done.to_line()
+        );
+        let parsed = Log::parse(text.as_bytes());
+        assert_eq!(parsed.observations.len(), 1);
+        assert_eq!(parsed.observations[0].1, Value::from(1));
+        assert_eq!(parsed.malformed, 1);
+        assert!(parsed.done);
+    }
+
+    #[test]
+    fn the_reference_decides_the_tolerance() {
+        let reference = log(&[
+            Record::Observe {
+                key: "x".into(),
+                value: 1.0.into(),
+                tolerance: Some(Tolerance::EXACT),
+            },
+            Record::Done,
+        ]);
+        // The student's record asks for a huge tolerance; it is ignored.
+        let student = log(&[
+            Record::Observe {
+                key: "x".into(),
+                value: 1.5.into(),
+                tolerance: Some(Tolerance::abs(10.0)),
+            },
+            Record::Done,
+        ]);
+        assert_eq!(
+            compare(&reference, &student),
+            Err(Mismatch::Differs {
+                key: "x".into(),
+                at: String::new()
+            })
+        );
+    }
+
+    #[test]
+    fn nested_differences_name_their_place_but_not_the_value() {
+        let reference = log(&[obs(
+            "t",
+            serde_json::json!({"dims": [2], "values": [1.0, 2.0]}),
+        )]);
+        let student = log(&[
+            obs("t", serde_json::json!({"dims": [2], "values": [1.0, 2.5]})),
+            Record::Done,
+        ]);
+        let err = compare(&reference, &student).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "`t` differs from the reference solution's at .values[1]"
+        );
+        assert!(!err.to_string().contains("2.0"));
+    }
+
+    #[test]
+    fn integers_are_exact_and_strings_are_not_numbers() {
+        let reference = log(&[obs("n", 100_000.into()), Record::Done]);
+        assert!(compare(&reference, &log(&[obs("n", 100_001.into()), Record::Done])).is_err());
+        assert!(compare(&reference, &log(&[obs("n", "100000".into()), Record::Done])).is_err());
+        assert!(compare(&reference, &log(&[obs("n", 100_000.into()), Record::Done])).is_ok());
+        let nan = log(&[obs("v", "NaN".into()), Record::Done]);
+        assert!(compare(&log(&[obs("v", 0.5.into())]), &nan).is_err());
+    }
+
+    #[test]
+    fn missing_values_and_unfinished_runs_fail() {
+        let reference = log(&[obs("a", 1.into()), obs("b", 2.into()), Record::Done]);
+        assert_eq!(
+            compare(&reference, &log(&[obs("a", 1.into()), Record::Done])),
+            Err(Mismatch::Missing { key: "b".into() })
+        );
+        assert_eq!(
+            compare(&reference, &log(&[obs("a", 1.into()), obs("b", 2.into())])),
+            Err(Mismatch::Unfinished)
+        );
+        // Extra keys are ignored: they cannot make a wrong value right.
+        let extra = log(&[
+            obs("z", 0.into()),
+            obs("a", 1.into()),
+            obs("b", 2.into()),
+            Record::Done,
+        ]);
+        assert!(compare(&reference, &extra).is_ok());
+    }
+
+    #[test]
+    fn differing_keys_lists_what_depends_on_the_challenge() {
+        let one = log(&[obs("fixed", 1.into()), obs("seeded", 0.25.into())]);
+        let two = log(&[obs("fixed", 1.into()), obs("seeded", 0.75.into())]);
+        assert_eq!(one.differing_keys(&two), vec!["seeded".to_string()]);
+    }
+}
