@@ -2,7 +2,6 @@
 
 use anyhow::{Context, Result};
 use std::path::PathBuf;
-use workbook::datasets;
 use workbook::device::Chosen;
 
 #[derive(clap::Args)]
@@ -19,8 +18,14 @@ pub struct Args {
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
-    let graph = datasets::load(&args.dataset, args.data_dir.as_deref(), &chosen.placement)
-        .with_context(|| format!("loading dataset '{}'", args.dataset))?;
+    crate::inputs::refuse_overwriting_dataset(
+        "--out",
+        &args.out,
+        &args.dataset,
+        args.data_dir.as_deref(),
+    )?;
+    let graph =
+        crate::inputs::load_dataset(&args.dataset, args.data_dir.as_deref(), &chosen.placement)?;
     graph
         .save(&args.out)
         .with_context(|| format!("writing {}", args.out.display()))?;

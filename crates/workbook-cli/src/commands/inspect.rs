@@ -5,7 +5,7 @@
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use workbook::device::Chosen;
-use workbook::{checkpoint, datasets, inspect};
+use workbook::{checkpoint, inspect};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -31,8 +31,7 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
         print!("{}", inspect::model_table(&model));
     }
     if let Some(name) = &args.dataset {
-        let graph = datasets::load(name, args.data_dir.as_deref(), &chosen.placement)
-            .with_context(|| format!("loading dataset '{name}'"))?;
+        let graph = crate::inputs::load_dataset(name, args.data_dir.as_deref(), &chosen.placement)?;
         println!("graph {} on {}:", graph.name, chosen.name);
         print!("{}", inspect::graph_table(&graph));
     }

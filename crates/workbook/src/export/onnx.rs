@@ -793,6 +793,11 @@ pub fn to_onnx(model: &Model, options: &OnnxOptions) -> Result<ModelProto> {
 
 /// Writes `model` as ONNX to `path` (atomically) and returns the model proto written.
 pub fn write(model: &Model, path: &Path, options: &OnnxOptions) -> Result<ModelProto> {
+    // The message holds a copy of every weight, and its encoding another.
+    crate::limits::check_memory(
+        &format!("the ONNX export of {}", path.display()),
+        crate::limits::parameter_bytes(model.config()).saturating_mul(2),
+    )?;
     let proto = to_onnx(model, options)?;
     atomic_write::write(path, &proto.encode_to_vec())?;
     Ok(proto)
