@@ -77,6 +77,14 @@ fn main() -> Result<()> {
     workbook::non_finite::set_allowed(cli.allow_non_finite);
     workbook::atomic_write::set_follow_symlinks(cli.follow_symlinks);
     let command = cli.command.unwrap_or(Command::Demo(Default::default()));
+    let result = run(command, cli.device);
+    for note in workbook::non_finite::take_let_in() {
+        eprintln!("warning: {note}");
+    }
+    result
+}
+
+fn run(command: Command, device: Option<DeviceSpec>) -> Result<()> {
     // `--devices` names every device itself (and conflicts with --device): no single device
     // is chosen, so WORKBOOK_DEVICE is not read.
     let command = match command {
@@ -88,7 +96,7 @@ fn main() -> Result<()> {
         }
         other => other,
     };
-    let chosen = device::choose(cli.device)?;
+    let chosen = device::choose(device)?;
     eprintln!("device: {} ({})", chosen.name, chosen.reason);
     match command {
         Command::Demo(args) => commands::demo::run(args, &chosen),

@@ -21,8 +21,10 @@ use crate::error::{Result, WorkbookError};
 use crate::model::Model;
 use candle_core::{DType, Device, Tensor};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 static ALLOWED: AtomicBool = AtomicBool::new(false);
+static LET_IN: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// Whether loaders accept tensors with NaN or infinite values (default: no). Process-wide, set
 /// once by the CLI from `--allow-non-finite`.
@@ -90,16 +92,22 @@ pub fn scan<'a, S: AsRef<str>>(
 }
 
 /// Refuses `tensors` of `origin` (a file, for the message) if any holds a non-finite value,
-/// unless [`allowed`].
+/// unless [`allowed`]: then what was let in is kept for [`take_let_in`].
 pub fn check<'a, S: AsRef<str>>(
     origin: &str,
     tensors: impl IntoIterator<Item = (S, &'a Tensor)>,
 ) -> Result<()> {
-    if allowed() {
-        return Ok(());
-    }
     let found = scan(tensors)?;
     if found.is_empty() {
+        return Ok(());
+    }
+    if allowed() {
+        let names: Vec<String> = found.iter().map(ToString::to_string).collect();
+        let note = format!(
+            "{origin}: NaN or infinite values let in by --allow-non-finite: {}",
+            names.join(", ")
+        );
+        LET_IN.lock().unwrap_or_else(|p| p.into_inner()).push(note);
         return Ok(());
     }
     Err(WorkbookError::NonFinite {
@@ -108,9 +116,32 @@ pub fn check<'a, S: AsRef<str>>(
     })
 }
 
+/// What [`check`] let through because non-finite values were [`allowed`], one message per
+/// file, since the last call: the CLI prints them as warnings, so that a run on such data
+/// never looks like an ordinary one.
+pub fn take_let_in() -> Vec<String> {
+    std::mem::take(&mut *LET_IN.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Weights larger than this (in absolute value) have run away: trained GNN weights are of
+/// order 1.
+const RUNAWAY_WEIGHT: f32 = 1e4;
+
+/// The largest absolute value of `t` (NaN if it holds one).
+fn largest(t: &Tensor) -> Option<f32> {
+    t.abs()
+        .ok()?
+        .max_all()
+        .ok()?
+        .to_dtype(DType::F32)
+        .ok()?
+        .to_scalar::<f32>()
+        .ok()
+}
+
 /// The likely cause of a training loss that is not finite, from what the model and data hold:
-/// non-finite features or edge weights, else weights that diverged (learning rate too high,
-/// features too large), else logits that overflowed.
+/// non-finite features or edge weights; else weights that are non-finite or ran away (a
+/// learning rate too high); else logits that overflowed (features too large).
 pub fn loss_cause(
     model: &Model,
     features: Option<&Tensor>,
@@ -128,30 +159,29 @@ pub fn loss_cause(
             );
         }
     }
-    let params = model.named_parameters();
-    let bad = scan(params.iter().map(|(n, t)| (n.as_str(), t))).unwrap_or_default();
-    let largest = features
-        .and_then(|x| {
-            x.abs()
-                .ok()?
-                .max_all()
-                .ok()?
-                .to_dtype(DType::F32)
-                .ok()?
-                .to_scalar::<f32>()
-                .ok()
-        })
+    let largest_x = features
+        .and_then(largest)
         .map(|m| format!(" (largest |x| = {m:e})"))
         .unwrap_or_default();
-    if !bad.is_empty() {
-        let names: Vec<String> = bad.iter().map(ToString::to_string).collect();
+    let params = model.named_parameters();
+    let bad = scan(params.iter().map(|(n, t)| (n.as_str(), t))).unwrap_or_default();
+    let largest_w = params
+        .iter()
+        .filter_map(|(_, t)| largest(t))
+        .fold(0f32, |a, b| if b.is_nan() { b } else { a.max(b) });
+    if !bad.is_empty() || !(largest_w <= RUNAWAY_WEIGHT) {
+        let state = if bad.is_empty() {
+            format!("the largest |weight| is {largest_w:e}")
+        } else {
+            let names: Vec<String> = bad.iter().map(ToString::to_string).collect();
+            format!("non-finite now: {}", names.join(", "))
+        };
         return format!(
-            "the weights diverged ({} now non-finite): the learning rate ({lr}) is likely too high for these features{largest}; lower it, or normalise the features",
-            names.join(", ")
+            "the weights diverged ({state}): the learning rate ({lr:?}) is likely too high for these features{largest_x}; lower it, or normalise the features"
         );
     }
     format!(
-        "the logits overflowed although the weights are finite: the features are likely too large{largest}; normalise them (as PyG's NormalizeFeatures does)"
+        "the logits overflowed although the weights are finite and moderate (largest |weight| {largest_w:e}): the features are likely too large{largest_x}; normalise them (as PyG's NormalizeFeatures does)"
     )
 }
 
@@ -177,6 +207,35 @@ mod tests {
                     count: 2,
                     total: 4
                 }]
+        );
+    }
+
+    #[test]
+    fn a_learning_rate_far_too_high_stops_training_and_is_named() {
+        use crate::train::{train, TrainConfig};
+        let g = crate::datasets::karate(&Device::Cpu).unwrap();
+        let config = crate::ModelConfig::gcn(g.num_features(), 16, g.num_classes());
+        let recipe = TrainConfig {
+            epochs: 50,
+            lr: 1e30,
+            ..TrainConfig::gcn()
+        };
+        let mut seen = 0;
+        let err = train(config, &g, &recipe, |_| seen += 1)
+            .err()
+            .expect("a learning rate of 1e30 cannot train");
+        let msg = err.to_string();
+        assert!(
+            matches!(err, WorkbookError::NonFiniteLoss { epoch, .. } if epoch == seen + 1),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(&format!("training stopped at epoch {}", seen + 1)),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("the learning rate (1e30) is likely too high"),
+            "{msg}"
         );
     }
 }
