@@ -34,7 +34,9 @@ pub struct Args {
     /// A graph file (as written by `workbook data --out`) to time instead of --dataset.
     #[arg(long)]
     pub(crate) graph: Option<PathBuf>,
-    /// Folder with (or for downloading) the Planetoid ind.* files.
+    /// Folder holding all eight Planetoid ind.<name>.* files of cora or citeseer (an error names
+    /// any missing). Without it: WORKBOOK_DATA_DIR or ~/.cache/gnn-workbook/planetoid, where
+    /// Cora falls back to its embedded copy and CiteSeer is downloaded.
     #[arg(long)]
     pub(crate) data_dir: Option<PathBuf>,
     /// Timed repeats of each measurement (the median is reported).

@@ -12,7 +12,9 @@ pub struct Args {
     /// Output file (safetensors: x, edge_index, y, train_mask, val_mask, test_mask).
     #[arg(long)]
     out: PathBuf,
-    /// Folder with (or for downloading) the Planetoid ind.* files.
+    /// Folder holding all eight Planetoid ind.<name>.* files of cora or citeseer (an error names
+    /// any missing). Without it: WORKBOOK_DATA_DIR or ~/.cache/gnn-workbook/planetoid, where
+    /// Cora falls back to its embedded copy and CiteSeer is downloaded.
     #[arg(long)]
     data_dir: Option<PathBuf>,
 }

@@ -15,7 +15,9 @@ pub struct Args {
     /// A dataset to place on --device: karate, cora, citeseer or csbm:<nodes>.
     #[arg(long)]
     dataset: Option<String>,
-    /// Folder with (or for downloading) the Planetoid ind.* files.
+    /// Folder holding all eight Planetoid ind.<name>.* files of cora or citeseer (an error names
+    /// any missing). Without it: WORKBOOK_DATA_DIR or ~/.cache/gnn-workbook/planetoid, where
+    /// Cora falls back to its embedded copy and CiteSeer is downloaded.
     #[arg(long)]
     data_dir: Option<PathBuf>,
 }

@@ -47,7 +47,9 @@ pub struct Args {
     /// karate, cora, citeseer or csbm:<nodes>.
     #[arg(long, default_value = "karate")]
     pub(crate) dataset: String,
-    /// Folder with (or for downloading) the Planetoid ind.* files.
+    /// Folder holding all eight Planetoid ind.<name>.* files of cora or citeseer (an error names
+    /// any missing). Without it: WORKBOOK_DATA_DIR or ~/.cache/gnn-workbook/planetoid, where
+    /// Cora falls back to its embedded copy and CiteSeer is downloaded.
     #[arg(long)]
     pub(crate) data_dir: Option<PathBuf>,
     /// Number of epochs (default 200).

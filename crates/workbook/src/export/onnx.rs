@@ -806,7 +806,7 @@ pub fn write(model: &Model, path: &Path, options: &OnnxOptions) -> Result<ModelP
 /// Reads an ONNX file back (for checks and round trips), with a clear error for files that are
 /// truncated, corrupt, or not ONNX models with a graph.
 pub fn read(path: &Path) -> Result<ModelProto> {
-    let bytes = std::fs::read(path).map_err(|e| WorkbookError::io(path, e))?;
+    let bytes = crate::input_file::read(path, &crate::input_file::Cap::loading())?;
     decode(&bytes, path)
 }
 
