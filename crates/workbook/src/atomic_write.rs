@@ -1,7 +1,7 @@
 //! Writing files so that a crash or an error never leaves half a file, or half a set of files,
 //! behind, and changes nothing the user did not ask to change.
 //!
-//! - One file ([`write`]) or several that belong together ([`FileSet`]: weights and their
+//! - One file ([`write()`]) or several that belong together ([`FileSet`]: weights and their
 //!   config, a report's pages): every new file is written in full under a temporary name in
 //!   its destination's folder and flushed; only then is each renamed over its destination.
 //!   Until the whole set is in place, every replaced file is kept (a hard link to it, or a copy
@@ -214,8 +214,7 @@ impl FileSet {
     /// file that failed and what was restored.
     pub fn commit(self) -> Result<()> {
         let mut done: Vec<Replaced> = Vec::new();
-        let mut pending = self.pending.into_iter();
-        while let Some(Pending { dest, tmp }) = pending.next() {
+        for Pending { dest, tmp } in self.pending {
             let backup = match keep_old(&dest) {
                 Ok(b) => b,
                 Err(e) => {

@@ -9,7 +9,7 @@
 //! and the cap.
 //!
 //! Caps: a model config is at most [`MAX_CONFIG_BYTES`]; a tensor file (weights, graph,
-//! checkpoint) at most the memory limit divided by [`LOAD_FACTOR`](crate::limits::LOAD_FACTOR),
+//! checkpoint) at most the memory limit divided by [`LOAD_FACTOR`],
 //! since loading one takes about that many times its size ([`Cap::loading`]; the CLI's
 //! `--max-memory` raises it).
 //!

@@ -169,7 +169,7 @@ pub fn loss_cause(
         .iter()
         .filter_map(|(_, t)| largest(t))
         .fold(0f32, |a, b| if b.is_nan() { b } else { a.max(b) });
-    if !bad.is_empty() || !(largest_w <= RUNAWAY_WEIGHT) {
+    if !bad.is_empty() || largest_w.is_nan() || largest_w > RUNAWAY_WEIGHT {
         let state = if bad.is_empty() {
             format!("the largest |weight| is {largest_w:e}")
         } else {
