@@ -5,6 +5,7 @@
 
 mod allocator;
 mod commands;
+mod inputs;
 mod progress;
 
 use anyhow::Result;
@@ -19,6 +20,19 @@ struct Cli {
     /// For several devices (data parallelism), `train` and `bench` take --devices instead.
     #[arg(long, global = true, value_parser = parse_device)]
     device: Option<DeviceSpec>,
+    /// The memory limit every estimate is checked against before anything large is allocated
+    /// (e.g. 512M, 16G, 1.5T). Default: the memory available now. Raise it when you know a run
+    /// fits (swap, an estimate on the safe side); lower it to keep a run small.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    max_memory: Option<u64>,
+    /// Accept models and graphs that hold NaN or infinite values (refused by default: they
+    /// make predictions NaN). A training run still stops at a loss that is not finite.
+    #[arg(long, global = true)]
+    allow_non_finite: bool,
+    /// An output path that is a symbolic link: write its target (the link stays). By default
+    /// such an output is refused, since replacing it would turn the link into a file.
+    #[arg(long, global = true)]
+    follow_symlinks: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -51,10 +65,26 @@ fn parse_device(s: &str) -> Result<DeviceSpec, String> {
         .map_err(|e: workbook::WorkbookError| e.to_string())
 }
 
+fn parse_size(s: &str) -> Result<u64, String> {
+    workbook::limits::parse_bytes(s).map_err(|e| e.to_string())
+}
+
 fn main() -> Result<()> {
     allocator::keep_freed_buffers();
     let cli = Cli::parse();
+    // Process-wide policies, set once before any command runs.
+    workbook::limits::set_memory_limit(cli.max_memory);
+    workbook::non_finite::set_allowed(cli.allow_non_finite);
+    workbook::atomic_write::set_follow_symlinks(cli.follow_symlinks);
     let command = cli.command.unwrap_or(Command::Demo(Default::default()));
+    let result = run(command, cli.device);
+    for note in workbook::non_finite::take_let_in() {
+        eprintln!("warning: {note}");
+    }
+    result
+}
+
+fn run(command: Command, device: Option<DeviceSpec>) -> Result<()> {
     // `--devices` names every device itself (and conflicts with --device): no single device
     // is chosen, so WORKBOOK_DEVICE is not read.
     let command = match command {
@@ -66,7 +96,7 @@ fn main() -> Result<()> {
         }
         other => other,
     };
-    let chosen = device::choose(cli.device)?;
+    let chosen = device::choose(device)?;
     eprintln!("device: {} ({})", chosen.name, chosen.reason);
     match command {
         Command::Demo(args) => commands::demo::run(args, &chosen),

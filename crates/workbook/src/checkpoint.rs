@@ -12,6 +12,8 @@
 //! always named at load time, and loading checks every name, shape and dtype and reports every
 //! problem at once: missing and unexpected names (what PyTorch's `strict=True` adds), shapes
 //! (which PyTorch checks whatever `strict` says) and dtypes (which PyTorch casts silently).
+//! The file must be a regular file within the loading cap ([`crate::input_file`]), and
+//! parameters holding NaN or infinite values are refused by name ([`crate::non_finite`]).
 //!
 //! Weights saved from a *wrapped* model, whose names all start with `module.` (PyTorch's
 //! `DataParallel` and `DistributedDataParallel`), are named as such, with the fixes: save the
@@ -52,6 +54,12 @@ pub const FORMAT: &str = "workbook-checkpoint-1";
 /// parameter is copied from its own device, and the file stores no devices, so it loads
 /// anywhere.
 pub fn save(model: &Model, path: &Path) -> Result<()> {
+    crate::atomic_write::write(path, &to_bytes(model, path)?)
+}
+
+/// The bytes [`save`] writes (for a set of files written together,
+/// [`crate::atomic_write::FileSet`]); `path` names the destination in errors.
+pub fn to_bytes(model: &Model, path: &Path) -> Result<Vec<u8>> {
     let at = model.placement();
     let host = at.destination(&Placement::cpu());
     let placements = model.parameter_placements();
@@ -67,7 +75,7 @@ pub fn save(model: &Model, path: &Path) -> Result<()> {
         (CONFIG_KEY.to_string(), config),
         (FORMAT_KEY.to_string(), FORMAT.to_string()),
     ]);
-    tensor_file::write(path, &tensors, Some(metadata))
+    tensor_file::serialize(path, &tensors, Some(metadata))
 }
 
 /// Loads a checkpoint written by [`save`] onto `map_location` (a `&Device` or a [`Placement`]).
@@ -225,6 +233,13 @@ fn from_file(
         problems.push(format!("(checkpoint: {})", path.display()));
         WorkbookError::WeightsMismatch(problems)
     };
+    // Checked on the host, before anything moves: a NaN weight makes every prediction NaN.
+    let mut used: Vec<(&String, &Tensor)> = tensors
+        .iter()
+        .filter(|(k, _)| expected.contains(k))
+        .collect();
+    used.sort_by(|a, b| a.0.cmp(b.0));
+    crate::non_finite::check(&path.display().to_string(), used)?;
     // Read on the host; each parameter's copy onto `at` is one ledger entry.
     let host = Placement::cpu();
     let tensors = tensors

@@ -92,6 +92,22 @@ pub enum WorkbookError {
     #[error("export pre-flight failed ({} problem(s)):\n  - {}", .0.len(), .0.join("\n  - "))]
     Preflight(Vec<String>),
 
+    /// A loaded model or graph holds NaN or infinite values: every tensor with them, and how
+    /// many (see [`crate::non_finite`]).
+    #[error("{origin}: {} tensor(s) hold NaN or infinite values: {}; a model or graph with them predicts NaN. Fix the file (for weights: save them from a run whose loss stayed finite), or pass --allow-non-finite to use it anyway", .found.len(), .found.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
+    NonFinite {
+        origin: String,
+        found: Vec<crate::non_finite::Found>,
+    },
+
+    /// The training loss became NaN or infinite; training stopped at that epoch.
+    #[error("training stopped at epoch {epoch}: the loss is {loss}; likely cause: {cause}")]
+    NonFiniteLoss {
+        epoch: usize,
+        loss: f32,
+        cause: String,
+    },
+
     /// An I/O error with the path it concerns.
     #[error("{path}: {source}")]
     Io {

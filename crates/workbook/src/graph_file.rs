@@ -30,11 +30,16 @@ use candle_core::{DType, Device, Tensor};
 use std::path::Path;
 
 impl Graph {
-    /// Reads a graph file (see the module docs) onto `device`.
+    /// Reads a graph file (see the module docs) onto `device`. Features or edge weights with
+    /// NaN or infinite values are refused (unless [`crate::non_finite::set_allowed`]).
     pub fn load(path: &Path, device: impl Into<Placement>) -> Result<Self> {
         let file = tensor_file::read(path, &Device::Cpu)?;
         let bad = |msg: String| WorkbookError::file(path, msg);
         let t = &file.tensors;
+        let floats = ["x", "edge_weight"]
+            .into_iter()
+            .filter_map(|name| t.get(name).map(|v| (name, v)));
+        crate::non_finite::check(&path.display().to_string(), floats)?;
         let x = t.get("x").ok_or_else(|| {
             bad("no tensor 'x' (node features, f32 [num_nodes, num_features])".into())
         })?;

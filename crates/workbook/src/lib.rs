@@ -41,7 +41,8 @@
 //! The core: tensors and kernels ([`ops`]), [`layers`] and the [`model`], [`placement`] and
 //! [`device`] choice, the transfer [`ledger`], [`datasets`], [`train`]ing, [`parallel`] (many
 //! devices), and files
-//! ([`checkpoint`], [`tensor_file`], [`graph_file`], [`atomic_write`], [`export`]). Its
+//! ([`checkpoint`], [`tensor_file`], [`graph_file`], [`input_file`], [`atomic_write`],
+//! [`export`]) with their defences ([`limits`], [`non_finite`]). Its
 //! dependencies are candle, safetensors, serde, rand, rayon, tempfile, thiserror, prost (the
 //! ONNX messages), the `planetoid` reader and `workbook-derive` (the `#[derive(Module)]` that
 //! visits every tensor field of a layer): no HTTP client and no plotting crate.
@@ -68,6 +69,7 @@ pub mod error;
 pub mod export;
 pub mod graph;
 pub mod graph_file;
+pub mod input_file;
 pub mod inspect;
 pub mod layers;
 pub mod ledger;
@@ -75,6 +77,7 @@ pub mod limits;
 pub mod loader;
 pub mod model;
 pub mod module;
+pub mod non_finite;
 pub mod ops;
 pub mod parallel;
 pub mod placement;

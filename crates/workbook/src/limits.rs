@@ -4,27 +4,34 @@
 //! (`memory allocation of ... bytes failed`), a machine that swaps until it gives up, or a
 //! program that spawns a hundred thousand threads. So:
 //!
-//! * memory: [`check_memory`] compares an *estimate* of what a synthetic graph
-//!   ([`csbm_bytes`]) or a training run ([`training_bytes`]) needs with the memory the machine
-//!   has available (`MemAvailable` in `/proc/meminfo` on Linux, read by [`available_memory`]) and
-//!   refuses with both numbers in the message;
+//! * memory: one estimator for every command. [`check_memory`] compares an *estimate* with the
+//!   memory limit ([`memory_limit`]): the memory the machine has available (`MemAvailable` in
+//!   `/proc/meminfo` on Linux, read by [`available_memory`]) unless [`set_memory_limit`] (the
+//!   CLI's `--max-memory`) says otherwise, and refuses with both numbers in the message. The
+//!   estimates: a synthetic graph ([`csbm_bytes`]), a training run ([`training_bytes`]), a
+//!   forward pass ([`inference_bytes`], which `predict`, `export` and serving use), concurrent
+//!   serving ([`serving_bytes`]), mini-batch training ([`minibatch_bytes`], with the batch
+//!   size and neighbours per hop bounded by [`batch_bound`]) and loading a file
+//!   ([`LOAD_FACTOR`] times its size, see [`crate::input_file`]);
 //! * threads: [`check_threads`] allows 1 to [`max_threads`] (a generous multiple of the cores);
 //! * repeat counts (epochs, warm-up runs, steps, requests): [`check_count`] allows 1 (or 0 where
 //!   zero makes sense) to [`MAX_COUNT`].
 //!
 //! ```
-//! use workbook::limits::{check_count, check_memory, check_threads, MAX_COUNT};
+//! use workbook::limits::{check_count, check_memory, check_threads, parse_bytes, MAX_COUNT};
 //! assert!(check_threads("--threads", 0).is_err());
 //! assert!(check_threads("--threads", 100_000).is_err());
 //! assert!(check_count("--epochs", 1, 1).is_ok());
 //! assert!(check_count("--epochs", MAX_COUNT + 1, 1).is_err());
 //! let err = check_memory("csbm:1000000000000", u64::MAX).unwrap_err().to_string();
-//! assert!(err.contains("needs about"));
+//! assert!(err.contains("needs about") && err.contains("--max-memory"));
+//! assert_eq!(parse_bytes("1.5G").unwrap(), 3 << 29);
 //! ```
 
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;
 use crate::model::ModelConfig;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The largest repeat count (epochs, warm-up runs, steps, requests) accepted: a million runs of
 /// anything is already hours; more is a typo.
@@ -99,25 +106,121 @@ pub fn format_bytes(bytes: u64) -> String {
     }
 }
 
-/// Refuses `what` when its estimated need (`estimate`, bytes) exceeds the memory available
-/// now; the error names both.
+/// The memory limit set by [`set_memory_limit`]; 0: none (the available memory is the limit).
+static LIMIT: AtomicU64 = AtomicU64::new(0);
+
+/// Sets the limit every memory estimate is checked against, for the whole process (like a
+/// `ulimit`): `Some(bytes)` replaces the available memory (the CLI's `--max-memory`: raise it
+/// where swap is wanted or an estimate is on the safe side, lower it to keep a run small);
+/// `None` goes back to the memory available at each check.
+pub fn set_memory_limit(bytes: Option<u64>) {
+    LIMIT.store(bytes.unwrap_or(0), Ordering::Relaxed);
+}
+
+/// The memory limit now, and where it comes from (for messages).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryLimit {
+    pub bytes: u64,
+    /// `set with --max-memory`, `the memory this machine has available (MemAvailable in
+    /// /proc/meminfo)`, or the assumption made where the system does not say.
+    pub source: String,
+}
+
+/// The limit [`check_memory`] applies: [`set_memory_limit`]'s, else [`available_memory`], else
+/// [`FALLBACK_AVAILABLE`].
+pub fn memory_limit() -> MemoryLimit {
+    match LIMIT.load(Ordering::Relaxed) {
+        0 => match available_memory() {
+            Some(bytes) => MemoryLimit {
+                bytes,
+                source: "the memory this machine has available (MemAvailable in /proc/meminfo)"
+                    .into(),
+            },
+            None => MemoryLimit {
+                bytes: FALLBACK_AVAILABLE,
+                source: "assumed: this system does not report its available memory".into(),
+            },
+        },
+        bytes => MemoryLimit {
+            bytes,
+            source: "set with --max-memory".into(),
+        },
+    }
+}
+
+/// Refuses `what` when its estimated need (`estimate`, bytes) exceeds the [`memory_limit`];
+/// the error names both and how to raise the limit.
 pub fn check_memory(what: &str, estimate: u64) -> Result<()> {
-    let (available, source) = match available_memory() {
-        Some(a) => (a, "MemAvailable in /proc/meminfo"),
-        None => (
-            FALLBACK_AVAILABLE,
-            "assumed: this system does not report its available memory",
-        ),
-    };
-    if estimate > available {
+    check_against(what, estimate, &memory_limit())
+}
+
+/// [`check_memory`] against a given limit.
+fn check_against(what: &str, estimate: u64, limit: &MemoryLimit) -> Result<()> {
+    if estimate > limit.bytes {
         return Err(WorkbookError::InvalidConfig(format!(
-            "{what} needs about {} of memory but this machine has {} available ({source}); use a smaller size",
+            "{what} needs about {} of memory, more than the limit of {} ({}); use a smaller size, or raise the limit with --max-memory SIZE (e.g. --max-memory {}) if you know it fits (swap, or an estimate on the safe side)",
             format_bytes(estimate),
-            format_bytes(available)
+            format_bytes(limit.bytes),
+            limit.source,
+            format_size_arg(estimate),
         )));
     }
     Ok(())
 }
+
+/// A size as `--max-memory` takes it, rounded up: `25T`, `640M`.
+fn format_size_arg(bytes: u64) -> String {
+    let units = ["", "K", "M", "G", "T", "P", "E"];
+    let mut v = bytes as f64;
+    let mut k = 0;
+    while v >= 1024.0 && k + 1 < units.len() {
+        v /= 1024.0;
+        k += 1;
+    }
+    format!("{}{}", v.ceil() as u64, units[k])
+}
+
+/// Parses a byte count as people write it: `8000000`, `512M`, `1.5G`, `2TiB`, `64gb` (K, M, G,
+/// T, P, E are powers of 1024; an optional `B`, `iB` after them). At least 1 byte.
+pub fn parse_bytes(text: &str) -> Result<u64> {
+    let bad = || {
+        WorkbookError::InvalidConfig(format!(
+            "'{text}' is not a size: write a number of bytes with an optional unit, e.g. 512M, 16G or 1.5T"
+        ))
+    };
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let unit = unit.trim().to_ascii_lowercase();
+    let unit = unit
+        .strip_suffix("ib")
+        .or_else(|| unit.strip_suffix('b'))
+        .unwrap_or(&unit);
+    let power = match unit {
+        "" => 0,
+        "k" => 1,
+        "m" => 2,
+        "g" => 3,
+        "t" => 4,
+        "p" => 5,
+        "e" => 6,
+        _ => return Err(bad()),
+    };
+    let bytes = value * 1024f64.powi(power);
+    if !bytes.is_finite() || bytes < 1.0 || bytes >= u64::MAX as f64 {
+        return Err(WorkbookError::InvalidConfig(format!(
+            "'{text}': a size must be at least 1 byte and below 16 EB"
+        )));
+    }
+    Ok(bytes as u64)
+}
+
+/// How many times its size in memory loading a file takes: the bytes read, the tensors parsed
+/// from them, and the copy a model or graph makes of those tensors.
+pub const LOAD_FACTOR: u64 = 3;
 
 /// Estimated peak bytes to generate a csbm graph of `nodes` nodes, `features` features and
 /// about `avg_degree` edges per node (its pair list, edge lists, edge index, features, labels
@@ -147,7 +250,7 @@ pub fn training_bytes(config: &ModelConfig, nodes: usize, edges: usize) -> u64 {
         let spec = layer.spec();
         let (width_in, width_out, heads) = (
             spec.in_channels(),
-            spec.heads() * spec.out_channels(),
+            spec.heads().saturating_mul(spec.out_channels()),
             spec.heads(),
         );
         // input copy (dropout), linear outputs, aggregated output, gradients: ~5 node tensors
@@ -166,6 +269,221 @@ pub fn check_training_fits(what: &str, config: &ModelConfig, graph: &Graph) -> R
     check_memory(
         &format!("{what} on {} ({nodes} nodes, {edges} edges)", graph.name),
         training_bytes(config, nodes, edges),
+    )
+}
+
+/// Bytes of the parameters of `config` (float32).
+pub fn parameter_bytes(config: &ModelConfig) -> u64 {
+    let elements: f64 = config
+        .parameter_shapes()
+        .iter()
+        .map(|(_, s)| s.iter().map(|&d| d as f64).product::<f64>())
+        .sum();
+    to_u64(elements * 4.0)
+}
+
+/// One layer's share of a forward pass on `nodes` nodes and `edges` self-looped edges: its
+/// linear outputs, the aggregated output and the activation (node tensors of the output width,
+/// a copy of the input), and per edge and head the scores or normalised weights the fused
+/// kernels keep.
+fn layer_forward_bytes(width_in: usize, width_out: usize, heads: usize, n: f64, e: f64) -> f64 {
+    4.0 * n * (width_in as f64 + 4.0 * width_out as f64) + 4.0 * 4.0 * e * heads as f64
+}
+
+/// Estimated peak bytes of a forward pass (inference: no gradients) of `config` on a graph of
+/// `nodes` nodes and `edges` edges, beyond the graph itself: the parameters, the edge structures
+/// (self-looped edge index, CSR) and each layer's node and edge tensors. What `predict`,
+/// `export`'s pre-flight and each serving thread need. Saturates instead of overflowing.
+pub fn inference_bytes(config: &ModelConfig, nodes: usize, edges: usize) -> u64 {
+    let n = nodes as f64;
+    let e = edges as f64 + n; // self-loops
+    let mut bytes = parameter_bytes(config) as f64 + e * 48.0;
+    for layer in &config.layers {
+        let spec = layer.spec();
+        bytes += layer_forward_bytes(
+            spec.in_channels(),
+            spec.heads().saturating_mul(spec.out_channels()),
+            spec.heads(),
+            n,
+            e,
+        );
+    }
+    to_u64(bytes)
+}
+
+/// The layer of `config` that needs the most memory on `nodes` nodes and `edges` edges, named
+/// with the numbers that make it so: `layer 1 (GCNConv: in_channels 1, heads × out_channels
+/// 1 × 16777216)`.
+pub fn largest_layer(config: &ModelConfig, nodes: usize, edges: usize) -> String {
+    let (n, e) = (nodes as f64, edges as f64 + nodes as f64);
+    let largest = config.layers.iter().enumerate().max_by(|(_, a), (_, b)| {
+        let bytes = |l: &crate::model::LayerConfig| {
+            let s = l.spec();
+            layer_forward_bytes(
+                s.in_channels(),
+                s.heads().saturating_mul(s.out_channels()),
+                s.heads(),
+                n,
+                e,
+            )
+        };
+        bytes(a).total_cmp(&bytes(b))
+    });
+    match largest {
+        Some((k, l)) => {
+            let s = l.spec();
+            format!(
+                "layer {} ({}: in_channels {}, heads × out_channels {} × {})",
+                k + 1,
+                s.layer_type(),
+                s.in_channels(),
+                s.heads(),
+                s.out_channels()
+            )
+        }
+        None => "no layers".into(),
+    }
+}
+
+/// Refuses `what` (e.g. `predict on g.safetensors`), a forward pass of `config` on `nodes`
+/// nodes and `edges` edges, when [`inference_bytes`] says it cannot fit; the error names the
+/// graph's size and the layer that needs the most.
+pub fn check_inference_fits(
+    what: &str,
+    config: &ModelConfig,
+    nodes: usize,
+    edges: usize,
+) -> Result<()> {
+    check_memory(
+        &format!(
+            "{what} ({nodes} nodes, {edges} edges) with {}",
+            largest_layer(config, nodes, edges)
+        ),
+        inference_bytes(config, nodes, edges),
+    )
+}
+
+/// Estimated bytes of serving `requests` requests with `threads` threads sharing one model of
+/// `config` on graphs of at most `nodes` nodes and `edges` edges: a forward pass per thread
+/// at a time, and every response kept twice (the sequential reference and the concurrent run
+/// being compared with it): the logits and each attention layer's weights and edge list.
+pub fn serving_bytes(
+    config: &ModelConfig,
+    nodes: usize,
+    edges: usize,
+    requests: usize,
+    threads: usize,
+) -> u64 {
+    let n = nodes as f64;
+    let e = edges as f64 + n;
+    let out = config.layers.last().map_or(0, |l| l.output_width()) as f64;
+    let attention: f64 = config
+        .layers
+        .iter()
+        .filter(|l| matches!(l, crate::model::LayerConfig::GatV2(_)))
+        .map(|l| e * (4.0 * l.spec().heads() as f64 + 16.0))
+        .sum();
+    let response = 4.0 * n * out + attention;
+    let forward = inference_bytes(config, nodes, edges) as f64;
+    to_u64(threads as f64 * forward + 2.0 * requests as f64 * response)
+}
+
+/// Refuses serving `requests` requests with up to `threads` threads on `graph` (see
+/// [`serving_bytes`]) when it cannot fit; the error names both numbers and the graph's size.
+pub fn check_serving_fits(
+    what: &str,
+    config: &ModelConfig,
+    graph: &Graph,
+    requests: usize,
+    threads: usize,
+) -> Result<()> {
+    let (nodes, edges) = (graph.num_nodes(), graph.num_edges());
+    check_memory(
+        &format!(
+            "{what}: {requests} requests with up to {threads} threads on {} ({nodes} nodes, {edges} edges)",
+            graph.name
+        ),
+        serving_bytes(config, nodes, edges, requests, threads),
+    )
+}
+
+/// The most nodes and edges a sampled batch of `batch_size` seeds with `num_neighbors` per hop
+/// (`-1`: all) can have on a graph of `nodes` nodes and `edges` edges: `batch_size × Π(1 +
+/// fanout)` nodes at most, and never more than the graph.
+pub fn batch_bound(
+    nodes: usize,
+    edges: usize,
+    batch_size: usize,
+    num_neighbors: &[i64],
+) -> (usize, usize) {
+    let (n, e) = (nodes as f64, edges as f64);
+    let (mut frontier, mut batch_nodes, mut batch_edges) =
+        (batch_size as f64, batch_size as f64, 0.0);
+    for &k in num_neighbors {
+        let fan = if k < 0 { n } else { k as f64 };
+        let sampled = frontier * fan;
+        batch_edges += sampled;
+        batch_nodes += sampled;
+        frontier = sampled.min(n);
+    }
+    (batch_nodes.min(n) as usize, batch_edges.min(e) as usize)
+}
+
+/// Estimated bytes of mini-batch training of `config` on a graph of `nodes` nodes and `edges`
+/// edges, `batch_size` seeds a batch, `num_neighbors` per hop (`-1`: all) and `in_flight`
+/// batches at a time (1, plus those prefetched; one per device for data parallelism): the
+/// loader's CSR and a training step on each batch in flight ([`batch_bound`]).
+pub fn minibatch_bytes(
+    config: &ModelConfig,
+    nodes: usize,
+    edges: usize,
+    batch_size: usize,
+    num_neighbors: &[i64],
+    in_flight: usize,
+) -> u64 {
+    let (bn, be) = batch_bound(nodes, edges, batch_size, num_neighbors);
+    let step = training_bytes(config, bn, be) as f64;
+    to_u64(edges as f64 * 16.0 + nodes as f64 * 8.0 + in_flight.max(1) as f64 * step)
+}
+
+/// Refuses mini-batch training of `config` on `graph` with `mb` over `devices` devices (the
+/// global batch split between them) when [`minibatch_bytes`] and the evaluation (a full-graph
+/// forward pass, or one on an evaluation batch) cannot fit; the error names the batch size and
+/// the neighbours per hop.
+pub fn check_minibatch_fits(
+    config: &ModelConfig,
+    graph: &Graph,
+    mb: &crate::train::minibatch::MiniBatchConfig,
+    devices: usize,
+) -> Result<()> {
+    use crate::train::minibatch::Eval;
+    let (n, e) = (graph.num_nodes(), graph.num_edges());
+    let per_device = mb.batch_size / devices.max(1);
+    let train = minibatch_bytes(
+        config,
+        n,
+        e,
+        per_device,
+        &mb.num_neighbors,
+        devices.max(1).saturating_add(mb.prefetch),
+    );
+    let eval = match &mb.eval {
+        Eval::FullGraph => inference_bytes(config, n, e),
+        Eval::Batches {
+            num_neighbors,
+            batch_size,
+        } => {
+            let (bn, be) = batch_bound(n, e, *batch_size, num_neighbors);
+            inference_bytes(config, bn, be)
+        }
+        Eval::Skip => 0,
+    };
+    check_memory(
+        &format!(
+            "mini-batch training on {} ({n} nodes, {e} edges) in batches of {} seeds with num_neighbors {:?}",
+            graph.name, mb.batch_size, mb.num_neighbors
+        ),
+        train.saturating_add(eval),
     )
 }
 
@@ -211,6 +529,65 @@ mod tests {
         assert!(err.contains("needs about 16.0 EB"), "{err}");
         assert!(err.contains("available"), "{err}");
         assert!(check_memory("a test", 1).is_ok());
+    }
+
+    #[test]
+    fn a_set_limit_is_named_in_the_error() {
+        let limit = MemoryLimit {
+            bytes: 1 << 20,
+            source: "set with --max-memory".into(),
+        };
+        let err = check_against("predict on g (5 nodes)", 3 << 20, &limit)
+            .unwrap_err()
+            .to_string();
+        for needle in [
+            "predict on g (5 nodes) needs about 3.0 MB",
+            "limit of 1.0 MB (set with --max-memory)",
+            "--max-memory 3M",
+        ] {
+            assert!(err.contains(needle), "{needle:?} missing from: {err}");
+        }
+        assert!(check_against("x", 1 << 20, &limit).is_ok());
+    }
+
+    #[test]
+    fn parses_sizes() {
+        assert_eq!(parse_bytes("1000").unwrap(), 1000);
+        assert_eq!(parse_bytes("512M").unwrap(), 512 << 20);
+        assert_eq!(parse_bytes("512 MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_bytes("64gb").unwrap(), 64 << 30);
+        assert_eq!(parse_bytes("1.5T").unwrap(), 3 << 39);
+        for bad in ["", "G", "12Q", "-5G", "0", "0.1", "1.2.3G", "99999E"] {
+            let err = parse_bytes(bad).unwrap_err().to_string();
+            assert!(err.contains(bad), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_widest_layer_drives_the_inference_estimate() {
+        // The 16777216-wide layer of issue 34 on 100 000 nodes: terabytes, and named.
+        let wide = ModelConfig::from_json(
+            r#"{"layer": "GCNConv", "in_channels": 1, "out_channels": 16777216, "bias": false}"#,
+        )
+        .unwrap();
+        let bytes = inference_bytes(&wide, 100_000, 10);
+        assert!(bytes > 100_000 * 16_777_216 * 4 * 4, "{bytes}");
+        assert!(
+            largest_layer(&wide, 100_000, 10).contains("heads × out_channels 1 × 16777216"),
+            "{}",
+            largest_layer(&wide, 100_000, 10)
+        );
+        let gcn = ModelConfig::gcn(34, 16, 4);
+        assert!(inference_bytes(&gcn, 34, 156) < 1 << 20);
+        assert!(inference_bytes(&gcn, 34, 156) < training_bytes(&gcn, 34, 156) + (1 << 20));
+        // serving keeps every response twice; mini-batches are bounded by the graph
+        assert!(serving_bytes(&gcn, 34, 156, 1_000_000, 1) > serving_bytes(&gcn, 34, 156, 10, 1));
+        let all = minibatch_bytes(&gcn, 1000, 10_000, 10, &[-1, -1], 1);
+        let bounded = minibatch_bytes(&gcn, 1000, 10_000, 10, &[5, 5], 1);
+        assert_eq!(batch_bound(1000, 10_000, 10, &[5, 5]), (310, 300));
+        assert_eq!(batch_bound(1000, 10_000, 10, &[-1, -1]), (1000, 10_000));
+        assert!(bounded < all, "{bounded} {all}");
+        assert!(all <= 10_000 * 16 + 1000 * 8 + training_bytes(&gcn, 1000, 10_000));
     }
 
     #[test]

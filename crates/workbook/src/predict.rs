@@ -4,6 +4,12 @@
 //! `state_dict` saved with `safetensors.torch.save_file(model.state_dict(), "w.safetensors")`;
 //! tensors the model does not use are reported, not rejected (a file may carry extras).
 //!
+//! Before anything large is read or allocated: the output must not be one of the inputs
+//! ([`atomic_write::refuse_overwriting`]), every input is a regular file within its cap
+//! ([`crate::input_file`]), and the forward pass must fit the memory limit
+//! ([`limits::check_inference_fits`]). Weights and features with NaN or infinite values are
+//! refused ([`crate::non_finite`]).
+//!
 //! ```no_run
 //! use workbook::predict::{predict_files, PredictPaths};
 //! use std::path::Path;
@@ -15,8 +21,11 @@
 //! println!("{} nodes predicted", summary.num_nodes);
 //! ```
 
+use crate::atomic_write;
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;
+use crate::input_file::{self, Cap};
+use crate::limits;
 use crate::model::{Model, ModelConfig};
 use crate::placement::Placement;
 use crate::tensor_file;
@@ -52,17 +61,33 @@ pub struct PredictSummary {
 /// The note `predict` prints when [`PredictSummary::improved_ignored`] is not empty.
 pub const IMPROVED_NOTE: &str = "PyG ignores improved without edge weights; the workbook matches PyG; pass edge weights of 1.0 to get A + 2I";
 
+/// Reads a model config file (a regular file of at most
+/// [`MAX_CONFIG_BYTES`](input_file::MAX_CONFIG_BYTES)).
+pub fn read_config(config: &Path) -> Result<ModelConfig> {
+    let text = input_file::read_to_string(config, &Cap::config())?;
+    ModelConfig::from_json(&text).map_err(|e| WorkbookError::file(config, e.to_string()))
+}
+
 /// Loads a model from a config file and a weights file onto `device`. Returns the model and the
-/// names of unused tensors.
+/// names of unused tensors. Weights with NaN or infinite values are refused (unless
+/// [`crate::non_finite::set_allowed`]).
 pub fn load_model(
     config: &Path,
     weights: &Path,
     weights_prefix: &str,
     device: impl Into<Placement>,
 ) -> Result<(Model, Vec<String>)> {
-    let text = std::fs::read_to_string(config).map_err(|e| WorkbookError::io(config, e))?;
-    let config_value =
-        ModelConfig::from_json(&text).map_err(|e| WorkbookError::file(config, e.to_string()))?;
+    let config_value = read_config(config)?;
+    load_weights(config, config_value, weights, weights_prefix, device)
+}
+
+fn load_weights(
+    config: &Path,
+    config_value: ModelConfig,
+    weights: &Path,
+    weights_prefix: &str,
+    device: impl Into<Placement>,
+) -> Result<(Model, Vec<String>)> {
     let file = tensor_file::read(weights, &Device::Cpu)?;
     let mut tensors = HashMap::new();
     let mut ignored = Vec::new();
@@ -80,6 +105,9 @@ pub fn load_model(
         }
     }
     ignored.sort();
+    let mut used: Vec<(&String, &Tensor)> = tensors.iter().collect();
+    used.sort_by(|a, b| a.0.cmp(b.0));
+    crate::non_finite::check(&weights.display().to_string(), used)?;
     let model = Model::from_tensors(config_value, &tensors, device).map_err(|e| match e {
         WorkbookError::WeightsMismatch(mut problems) => {
             problems.push(format!(
@@ -99,8 +127,31 @@ pub fn load_model(
 /// under `conv{k}.alpha` in multi-layer models).
 pub fn predict_files(paths: &PredictPaths, device: impl Into<Placement>) -> Result<PredictSummary> {
     let at = device.into();
-    let (model, ignored) = load_model(paths.config, paths.weights, paths.weights_prefix, &at)?;
+    atomic_write::refuse_overwriting(
+        "the output",
+        paths.out,
+        &[
+            ("config", paths.config),
+            ("weights", paths.weights),
+            ("graph", paths.graph),
+        ],
+    )?;
+    let config = read_config(paths.config)?;
     let graph = Graph::load(paths.graph, &at)?;
+    // Before the weights are read and anything grows with the model's widths.
+    limits::check_inference_fits(
+        &format!("predict on {}", paths.graph.display()),
+        &config,
+        graph.num_nodes(),
+        graph.num_edges(),
+    )?;
+    let (model, ignored) = load_weights(
+        paths.config,
+        config,
+        paths.weights,
+        paths.weights_prefix,
+        &at,
+    )?;
     let improved_ignored = model
         .config()
         .improved_ignored_layers(graph.edge_weight().is_some());

@@ -1,7 +1,9 @@
 //! Reading and writing safetensors files with errors a user can act on.
 //!
 //! Weights, graphs and predictions all travel as safetensors (the format PyTorch users get from
-//! `safetensors.torch.save_file`). Reads check the header before trusting it; writes are atomic.
+//! `safetensors.torch.save_file`). Reads take regular files no larger than the loading cap
+//! ([`crate::input_file`]) and check the header before trusting it; writes are atomic
+//! ([`crate::atomic_write`]).
 //!
 //! ```
 //! use workbook::tensor_file;
@@ -52,10 +54,26 @@ pub fn parse(bytes: &[u8], origin: &Path, device: &Device) -> Result<TensorFile>
     })
 }
 
-/// Reads a safetensors file onto `device`.
+/// Reads a safetensors file onto `device`: a regular file within
+/// [`Cap::loading`](crate::input_file::Cap::loading).
 pub fn read(path: &Path, device: &Device) -> Result<TensorFile> {
-    let bytes = std::fs::read(path).map_err(|e| WorkbookError::io(path, e))?;
+    let bytes = crate::input_file::read(path, &crate::input_file::Cap::loading())?;
     parse(&bytes, path, device)
+}
+
+/// The safetensors bytes of `tensors` (any device; they are copied to the host); `path` names
+/// the destination in errors.
+pub fn serialize(
+    path: &Path,
+    tensors: &[(String, Tensor)],
+    metadata: Option<HashMap<String, String>>,
+) -> Result<Vec<u8>> {
+    let host: Vec<(String, Tensor)> = tensors
+        .iter()
+        .map(|(n, t)| Ok((n.clone(), t.to_device(&Device::Cpu)?.contiguous()?)))
+        .collect::<Result<_>>()?;
+    safetensors::serialize(host.iter().map(|(n, t)| (n.as_str(), t)), metadata)
+        .map_err(|e| WorkbookError::file(path, format!("cannot serialise: {e}")))
 }
 
 /// Writes tensors (any device; they are copied to the host) atomically.
@@ -64,11 +82,5 @@ pub fn write(
     tensors: &[(String, Tensor)],
     metadata: Option<HashMap<String, String>>,
 ) -> Result<()> {
-    let host: Vec<(String, Tensor)> = tensors
-        .iter()
-        .map(|(n, t)| Ok((n.clone(), t.to_device(&Device::Cpu)?.contiguous()?)))
-        .collect::<Result<_>>()?;
-    let bytes = safetensors::serialize(host.iter().map(|(n, t)| (n.as_str(), t)), metadata)
-        .map_err(|e| WorkbookError::file(path, format!("cannot serialise: {e}")))?;
-    crate::atomic_write::write(path, &bytes)
+    crate::atomic_write::write(path, &serialize(path, tensors, metadata)?)
 }

@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 use std::path::PathBuf;
 use workbook::device::Chosen;
-use workbook::{datasets, Graph};
+use workbook::Graph;
 use workbook_lessons::bench::{bench, BenchConfig, BenchReport};
 use workbook_lessons::figures::{draw_scaling, ScalingPoint};
 
@@ -34,7 +34,9 @@ pub struct Args {
     /// A graph file (as written by `workbook data --out`) to time instead of --dataset.
     #[arg(long)]
     pub(crate) graph: Option<PathBuf>,
-    /// Folder with (or for downloading) the Planetoid ind.* files.
+    /// Folder holding all eight Planetoid ind.<name>.* files of cora or citeseer (an error names
+    /// any missing). Without it: WORKBOOK_DATA_DIR or ~/.cache/gnn-workbook/planetoid, where
+    /// Cora falls back to its embedded copy and CiteSeer is downloaded.
     #[arg(long)]
     pub(crate) data_dir: Option<PathBuf>,
     /// Timed repeats of each measurement (the median is reported).
@@ -122,6 +124,24 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     if args.save_batches.is_some() && (args.model.len() != 1 || !args.sweep.is_empty()) {
         bail!("--save-batches writes one run's batches: give one --model and no --sweep");
     }
+    // No output may overwrite an input.
+    let mut inputs: Vec<(&str, &std::path::Path)> = Vec::new();
+    if let Some(g) = &args.graph {
+        inputs.push(("--graph", g));
+    }
+    if let Some(p) = &args.figure_pyg {
+        inputs.push(("--figure-pyg", p));
+    }
+    let data_files = crate::inputs::dataset_files(&args.dataset, args.data_dir.as_deref());
+    inputs.extend(data_files.iter().map(|f| ("--data-dir", f.as_path())));
+    for (flag, out) in [
+        ("--figure", &args.figure),
+        ("--save-batches", &args.save_batches),
+    ] {
+        if let Some(out) = out {
+            crate::inputs::refuse_overwriting(flag, out, &inputs)?;
+        }
+    }
     if let Some(dataset) = &args.roofline {
         return crate::commands::roofline::run(dataset, args.epochs, chosen);
     }
@@ -142,8 +162,7 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
         let graph = match (&args.graph, args.sweep.is_empty()) {
             (Some(path), true) => Graph::load(path, &chosen.placement)
                 .with_context(|| format!("reading graph file {}", path.display()))?,
-            _ => datasets::load(name, args.data_dir.as_deref(), &chosen.placement)
-                .with_context(|| format!("loading dataset '{name}'"))?,
+            _ => crate::inputs::load_dataset(name, args.data_dir.as_deref(), &chosen.placement)?,
         };
         for &kind in &args.model {
             let (config, recipe) = kind.recipe(&graph);
@@ -210,6 +229,14 @@ fn serving(kind: ModelKind, graph: &Graph, chosen: &Chosen, args: &Args) -> Resu
     use std::sync::Arc;
     use workbook_lessons::threads::serving;
     let (config, _) = kind.recipe(graph);
+    let most_threads = args.serving_threads.iter().copied().max().unwrap_or(1);
+    workbook::limits::check_serving_fits(
+        "--serving-threads",
+        &config,
+        graph,
+        args.serving_requests,
+        most_threads,
+    )?;
     let (model, _) = workbook::Model::init(config, args.seed, &chosen.placement)?;
     let requests: Arc<[serving::Request]> =
         serving::mixed_requests(graph, args.serving_requests, args.seed)?.into();
@@ -244,7 +271,11 @@ fn serving(kind: ModelKind, graph: &Graph, chosen: &Chosen, args: &Args) -> Resu
 
 /// PyG's runs (`"impl": "pyg"` lines of `scripts/compare.py --raw`) as figure points.
 fn pyg_points(path: &std::path::Path) -> Result<Vec<ScalingPoint>> {
-    let text = std::fs::read_to_string(path)?;
+    let cap = workbook::input_file::Cap {
+        bytes: 64 << 20,
+        why: "a file of PyG runs (one short JSON line per run)".into(),
+    };
+    let text = workbook::input_file::read_to_string(path, &cap)?;
     let mut points = Vec::new();
     for (k, l) in text
         .lines()

@@ -24,7 +24,7 @@ use workbook::parallel::{DataParallelTrainer, StepBytes};
 use workbook::placement::Placement;
 use workbook::train::minibatch::{Eval, MiniBatchConfig};
 use workbook::train::TrainConfig;
-use workbook::{datasets, Graph};
+use workbook::Graph;
 use workbook_lessons::bench::median;
 
 /// What one device count measured (a row of the table).
@@ -65,8 +65,9 @@ pub fn run(args: &Args) -> Result<()> {
     let graph = match &args.graph {
         Some(path) => Graph::load(path, Placement::cpu())
             .with_context(|| format!("reading graph file {}", path.display()))?,
-        None => datasets::load(&args.dataset, args.data_dir.as_deref(), Placement::cpu())
-            .with_context(|| format!("loading dataset '{}'", args.dataset))?,
+        None => {
+            crate::inputs::load_dataset(&args.dataset, args.data_dir.as_deref(), Placement::cpu())?
+        }
     };
     let mut rows = Vec::new();
     for &kind in &args.model {

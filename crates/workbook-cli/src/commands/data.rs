@@ -2,7 +2,6 @@
 
 use anyhow::{Context, Result};
 use std::path::PathBuf;
-use workbook::datasets;
 use workbook::device::Chosen;
 
 #[derive(clap::Args)]
@@ -13,14 +12,22 @@ pub struct Args {
     /// Output file (safetensors: x, edge_index, y, train_mask, val_mask, test_mask).
     #[arg(long)]
     out: PathBuf,
-    /// Folder with (or for downloading) the Planetoid ind.* files.
+    /// Folder holding all eight Planetoid ind.<name>.* files of cora or citeseer (an error names
+    /// any missing). Without it: WORKBOOK_DATA_DIR or ~/.cache/gnn-workbook/planetoid, where
+    /// Cora falls back to its embedded copy and CiteSeer is downloaded.
     #[arg(long)]
     data_dir: Option<PathBuf>,
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
-    let graph = datasets::load(&args.dataset, args.data_dir.as_deref(), &chosen.placement)
-        .with_context(|| format!("loading dataset '{}'", args.dataset))?;
+    crate::inputs::refuse_overwriting_dataset(
+        "--out",
+        &args.out,
+        &args.dataset,
+        args.data_dir.as_deref(),
+    )?;
+    let graph =
+        crate::inputs::load_dataset(&args.dataset, args.data_dir.as_deref(), &chosen.placement)?;
     graph
         .save(&args.out)
         .with_context(|| format!("writing {}", args.out.display()))?;

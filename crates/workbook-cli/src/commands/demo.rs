@@ -7,9 +7,10 @@ use anyhow::{Context, Result};
 use serde_json::json;
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use workbook::atomic_write::FileSet;
 use workbook::datasets;
 use workbook::device::Chosen;
-use workbook_lessons::figures::{draw_training_curves, Curve};
+use workbook_lessons::figures::{training_curves_svg, Curve};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -76,14 +77,14 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
         });
     }
     let dir = &args.report_dir;
-    let svg = dir.join("training_curves.svg");
-    draw_training_curves(&svg, "karate", &curves).context("drawing the training curves")?;
+    let svg_path = dir.join("training_curves.svg");
+    let svg =
+        training_curves_svg(&svg_path, "karate", &curves).context("drawing the training curves")?;
     let json_text = serde_json::to_string_pretty(&json!({
         "device": chosen.name,
         "device_reason": chosen.reason,
         "runs": rows,
     }))?;
-    workbook::atomic_write::write(&dir.join("report.json"), json_text.as_bytes())?;
     let mut md = String::new();
     writeln!(md, "# Karate club: GCN and GATv2\n")?;
     writeln!(md, "Device: `{}` ({}).\n", chosen.name, chosen.reason)?;
@@ -105,7 +106,14 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
         )?;
     }
     writeln!(md, "\n![training curves](training_curves.svg)")?;
-    workbook::atomic_write::write(&dir.join("report.md"), md.as_bytes())?;
+    // The three files are one report: all written, or the old report left as it was.
+    let mut report = FileSet::new();
+    report.add(&svg_path, svg.as_bytes())?;
+    report.add(&dir.join("report.json"), json_text.as_bytes())?;
+    report.add(&dir.join("report.md"), md.as_bytes())?;
+    report
+        .commit()
+        .with_context(|| format!("writing the report to {}", dir.display()))?;
     println!(
         "report: {} (and report.json, training_curves.svg)",
         dir.join("report.md").display()

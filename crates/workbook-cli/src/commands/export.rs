@@ -6,7 +6,7 @@ use workbook::candle_core::{DType, Tensor};
 use workbook::device::Chosen;
 use workbook::export::preflight::{Example, Preflight};
 use workbook::export::{onnx, safetensors as st_export};
-use workbook::{checkpoint, datasets, predict, EdgeIndex, Graph, Model};
+use workbook::{checkpoint, datasets, limits, predict, EdgeIndex, Graph, Model};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -63,9 +63,22 @@ fn load(args: &Args, chosen: &Chosen) -> Result<Model> {
 
 fn example(args: &Args, model: &Model, chosen: &Chosen) -> Result<Graph> {
     if let Some(spec) = &args.data {
-        return Ok(datasets::load(spec, None, &chosen.placement)?);
+        let graph = datasets::load(spec, None, &chosen.placement)?;
+        limits::check_inference_fits(
+            &format!("the pre-flight forward pass on '{spec}'"),
+            model.config(),
+            graph.num_nodes(),
+            graph.num_edges(),
+        )?;
+        return Ok(graph);
     }
     let n = 10usize;
+    limits::check_inference_fits(
+        "the pre-flight forward pass on a 10-node ring",
+        model.config(),
+        n,
+        n,
+    )?;
     let features = model.config().layers[0].in_channels();
     let src: Vec<i64> = (0..n as i64).collect();
     let dst: Vec<i64> = (0..n as i64).map(|i| (i + 1) % n as i64).collect();
@@ -74,7 +87,30 @@ fn example(args: &Args, model: &Model, chosen: &Chosen) -> Result<Graph> {
     Ok(Graph::new("ring10", x, ei)?)
 }
 
+/// Every file the export writes: `--out`, and for safetensors the config beside it.
+fn outputs(args: &Args) -> Result<Vec<(&'static str, PathBuf)>> {
+    let mut out = vec![("--out", args.out.clone())];
+    if args.format == Format::Safetensors {
+        let json = st_export::config_path(&args.out);
+        if json == args.out {
+            bail!(
+                "--out {}: the config is written beside the weights with the extension .json; give --out another extension (e.g. model.safetensors)",
+                args.out.display()
+            );
+        }
+        out.push(("the config beside --out", json));
+    }
+    Ok(out)
+}
+
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
+    let mut inputs: Vec<(&str, &std::path::Path)> = vec![("--weights", &args.weights)];
+    if let Some(m) = &args.model {
+        inputs.push(("--model", m));
+    }
+    for (flag, path) in outputs(&args)? {
+        crate::inputs::refuse_overwriting(flag, &path, &inputs)?;
+    }
     let model = load(&args, chosen).context("cannot load the model")?;
     let graph = example(&args, &model, chosen).context("cannot build the example graph")?;
     let report = Preflight::new(&model)

@@ -56,10 +56,20 @@ pub enum Figure {
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     workbook::limits::check_count("--epochs", args.epochs, 1)?;
     workbook::limits::check_count("--requests", args.requests, 1)?;
+    let wanted = |f: Figure| args.only.is_empty() || args.only.contains(&f);
+    if wanted(Figure::Serving) {
+        // Before the long runs that precede it.
+        let karate = datasets::karate(Placement::cpu())?;
+        workbook::limits::check_serving_fits(
+            "the serving figure (--requests)",
+            &serving_model(),
+            &karate,
+            args.requests,
+            8,
+        )?;
+    }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-
-    let wanted = |f: Figure| args.only.is_empty() || args.only.contains(&f);
     if wanted(Figure::Training) {
         training(&args, chosen)?;
     }
@@ -148,8 +158,13 @@ fn ledger(args: &Args, chosen: &Chosen) -> Result<()> {
     Ok(())
 }
 
+/// The model the serving figure shares between threads.
+fn serving_model() -> ModelConfig {
+    ModelConfig::gatv2(34, 8, 8, 4)
+}
+
 fn serving_figure(args: &Args, chosen: &Chosen, graph: &workbook::Graph) -> Result<()> {
-    let (model, _) = Model::init(ModelConfig::gatv2(34, 8, 8, 4), 0, &chosen.placement)?;
+    let (model, _) = Model::init(serving_model(), 0, &chosen.placement)?;
     let requests: Arc<[serving::Request]> =
         serving::mixed_requests(graph, args.requests, 0)?.into();
     let runs = serving::sweep(Arc::new(model), requests, &[1, 2, 4, 8])?;

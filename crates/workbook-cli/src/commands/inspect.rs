@@ -5,7 +5,7 @@
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use workbook::device::Chosen;
-use workbook::{checkpoint, datasets, inspect};
+use workbook::{checkpoint, inspect};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -15,7 +15,9 @@ pub struct Args {
     /// A dataset to place on --device: karate, cora, citeseer or csbm:<nodes>.
     #[arg(long)]
     dataset: Option<String>,
-    /// Folder with (or for downloading) the Planetoid ind.* files.
+    /// Folder holding all eight Planetoid ind.<name>.* files of cora or citeseer (an error names
+    /// any missing). Without it: WORKBOOK_DATA_DIR or ~/.cache/gnn-workbook/planetoid, where
+    /// Cora falls back to its embedded copy and CiteSeer is downloaded.
     #[arg(long)]
     data_dir: Option<PathBuf>,
 }
@@ -31,8 +33,7 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
         print!("{}", inspect::model_table(&model));
     }
     if let Some(name) = &args.dataset {
-        let graph = datasets::load(name, args.data_dir.as_deref(), &chosen.placement)
-            .with_context(|| format!("loading dataset '{name}'"))?;
+        let graph = crate::inputs::load_dataset(name, args.data_dir.as_deref(), &chosen.placement)?;
         println!("graph {} on {}:", graph.name, chosen.name);
         print!("{}", inspect::graph_table(&graph));
     }

@@ -25,6 +25,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
+    crate::inputs::refuse_overwriting(
+        "--out",
+        &args.out,
+        &[
+            ("--config", &args.config),
+            ("--weights", &args.weights),
+            ("--graph", &args.graph),
+        ],
+    )?;
     let summary = predict_files(
         &PredictPaths {
             config: &args.config,

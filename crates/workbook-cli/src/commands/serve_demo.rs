@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use workbook::device::Chosen;
 use workbook::train::TrainConfig;
-use workbook::{datasets, Graph, Layer, Model, ModelConfig};
+use workbook::{Graph, Layer, Model, ModelConfig};
 use workbook_lessons::threads::serving::{self, Request, ServingRun};
 use workbook_lessons::threads::snapshot::{self, ServeWhileTraining, TornReadDemo};
 use workbook_lessons::threads::{race_demo, RaceDemo};
@@ -36,7 +36,9 @@ pub struct Args {
     /// karate, cora, citeseer or csbm:<nodes>.
     #[arg(long, default_value = "karate")]
     dataset: String,
-    /// Folder with (or for downloading) the Planetoid ind.* files.
+    /// Folder holding all eight Planetoid ind.<name>.* files of cora or citeseer (an error names
+    /// any missing). Without it: WORKBOOK_DATA_DIR or ~/.cache/gnn-workbook/planetoid, where
+    /// Cora falls back to its embedded copy and CiteSeer is downloaded.
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// Adam steps in the training-while-serving run.
@@ -65,8 +67,8 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     if let Some(r) = args.requests {
         check_count("--requests", r, 1)?;
     }
-    let graph = datasets::load(&args.dataset, args.data_dir.as_deref(), &chosen.placement)
-        .with_context(|| format!("loading dataset '{}'", args.dataset))?;
+    let graph =
+        crate::inputs::load_dataset(&args.dataset, args.data_dir.as_deref(), &chosen.placement)?;
     let requests = args
         .requests
         .unwrap_or(if graph.num_nodes() <= 100 { 1000 } else { 50 });
@@ -74,6 +76,9 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
         bail!("--requests must be at least 1");
     }
     let config = ModelConfig::gatv2(graph.num_features(), 8, 8, graph.num_classes());
+    let most_threads = args.threads.iter().copied().max().unwrap_or(1);
+    workbook::limits::check_serving_fits("serve-demo", &config, &graph, requests, most_threads)?;
+    workbook::limits::check_training_fits("serve-demo's training while serving", &config, &graph)?;
     let (model, _vars) = Model::init(config.clone(), args.seed, &chosen.placement)
         .context("initialising the GATv2 model")?;
 

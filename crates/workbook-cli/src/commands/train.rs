@@ -9,7 +9,7 @@ use workbook::ledger::Ledger;
 use workbook::placement::Placement;
 use workbook::train::minibatch::{train_minibatch, Eval, MiniBatchConfig};
 use workbook::train::{train, TrainConfig, TrainReport};
-use workbook::{datasets, Graph, ModelConfig};
+use workbook::{Graph, ModelConfig};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ModelKind {
@@ -47,7 +47,9 @@ pub struct Args {
     /// karate, cora, citeseer or csbm:<nodes>.
     #[arg(long, default_value = "karate")]
     pub(crate) dataset: String,
-    /// Folder with (or for downloading) the Planetoid ind.* files.
+    /// Folder holding all eight Planetoid ind.<name>.* files of cora or citeseer (an error names
+    /// any missing). Without it: WORKBOOK_DATA_DIR or ~/.cache/gnn-workbook/planetoid, where
+    /// Cora falls back to its embedded copy and CiteSeer is downloaded.
     #[arg(long)]
     pub(crate) data_dir: Option<PathBuf>,
     /// Number of epochs (default 200).
@@ -114,8 +116,15 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
         chosen.placement.clone()
     };
     ledger.set_phase("load");
-    let graph = datasets::load(&args.dataset, args.data_dir.as_deref(), &at)
-        .with_context(|| format!("loading dataset '{}'", args.dataset))?;
+    if let Some(path) = &args.save {
+        crate::inputs::refuse_overwriting_dataset(
+            "--save",
+            path,
+            &args.dataset,
+            args.data_dir.as_deref(),
+        )?;
+    }
+    let graph = crate::inputs::load_dataset(&args.dataset, args.data_dir.as_deref(), &at)?;
     eprintln!(
         "dataset: {} ({} nodes, {} edges, {} features, {} classes)",
         graph.name,
@@ -162,8 +171,16 @@ pub(crate) fn minibatch_setup(
     batch_size: usize,
     how: &str,
 ) -> Result<(Graph, ModelConfig, TrainConfig, Vec<i64>, MiniBatchConfig)> {
-    let graph = datasets::load(&args.dataset, args.data_dir.as_deref(), Placement::cpu())
-        .with_context(|| format!("loading dataset '{}'", args.dataset))?;
+    if let Some(path) = &args.save {
+        crate::inputs::refuse_overwriting_dataset(
+            "--save",
+            path,
+            &args.dataset,
+            args.data_dir.as_deref(),
+        )?;
+    }
+    let graph =
+        crate::inputs::load_dataset(&args.dataset, args.data_dir.as_deref(), Placement::cpu())?;
     eprintln!(
         "dataset: {} ({} nodes, {} edges, {} features, {} classes), {how}",
         graph.name,

@@ -12,4 +12,4 @@ pub use graph_drawing::{draw_graph, spring_layout, GraphDrawing};
 pub use line_chart::{draw_line_chart, LineChart, Series};
 pub use prefetch_timeline::draw_prefetch_timeline;
 pub use scaling::{draw_scaling, ScalingPoint};
-pub use training_curves::{draw_training_curves, Curve};
+pub use training_curves::{draw_training_curves, training_curves_svg, Curve};

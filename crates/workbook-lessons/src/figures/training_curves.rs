@@ -31,10 +31,17 @@ const COLOURS: [RGBColor; 4] = [
 
 /// Draws loss (left) and test accuracy (right) per epoch into an SVG file, atomically.
 pub fn draw_training_curves(path: &Path, title: &str, curves: &[Curve]) -> Result<()> {
+    let svg = training_curves_svg(path, title, curves)?;
+    workbook::atomic_write::write(path, svg.as_bytes())
+}
+
+/// The SVG [`draw_training_curves`] writes, for a caller that writes it with other files as
+/// one unit ([`workbook::atomic_write::FileSet`]); `path` names it in errors.
+pub fn training_curves_svg(path: &Path, title: &str, curves: &[Curve]) -> Result<String> {
     let mut svg = String::new();
     draw(&mut svg, title, curves)
         .map_err(|e| WorkbookError::file(path, format!("cannot draw the figure: {e}")))?;
-    workbook::atomic_write::write(path, svg.as_bytes())
+    Ok(svg)
 }
 
 fn draw(

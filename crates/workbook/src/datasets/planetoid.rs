@@ -111,7 +111,75 @@ pub fn load_planetoid_from(
         )
     };
     let data = planetoid::assemble(name, &files)?;
-    Ok((to_graph(data, device)?, source))
+    let origin = match &source {
+        PlanetoidSource::Embedded => format!("the embedded {}", name.prefix()),
+        PlanetoidSource::Folder(d) | PlanetoidSource::Downloaded(d) => {
+            format!("ind.{}.x, .tx and .allx in {}", name.prefix(), d.display())
+        }
+    };
+    Ok((to_graph(data, device, &origin)?, source))
+}
+
+/// The eight files of `name` (`cora`, `citeseer`) in `dir`.
+pub fn data_files(name: &str, dir: &Path) -> Result<Vec<PathBuf>> {
+    let name: PlanetoidName = name.parse()?;
+    Ok(FILE_PARTS
+        .iter()
+        .map(|part| dir.join(name.file_name(part)))
+        .collect())
+}
+
+/// Checks a data folder the user named (the CLI's `--data-dir`) before anything falls back to
+/// the embedded copy or a download: it must be a folder and hold every `ind.<name>.*` file of
+/// `name` as a regular file. The error names the folder and every file missing, and the fixes.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let err = workbook::datasets::planetoid::check_folder("cora", dir.path()).unwrap_err().to_string();
+/// assert!(err.contains("ind.cora.x") && err.contains("ind.cora.test.index"), "{err}");
+/// ```
+pub fn check_folder(name: &str, dir: &Path) -> Result<()> {
+    let name: PlanetoidName = name.parse()?;
+    let meta = std::fs::metadata(dir).map_err(|e| {
+        WorkbookError::file(
+            dir,
+            format!("cannot be used as the data folder ({e}); give a folder that holds the ind.{}.* files, or leave out --data-dir to use the default ({})", name.prefix(), default_data_dir().display()),
+        )
+    })?;
+    if !meta.is_dir() {
+        return Err(WorkbookError::file(
+            dir,
+            format!("is not a folder; --data-dir takes the folder that holds the ind.{}.* files (leave it out to use the default, {})", name.prefix(), default_data_dir().display()),
+        ));
+    }
+    let mut missing = Vec::new();
+    for part in FILE_PARTS {
+        let file = name.file_name(part);
+        let path = dir.join(&file);
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => missing.push(format!("{file} (not a regular file)")),
+            Err(_) => missing.push(file),
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let fallback = if name == PlanetoidName::Cora {
+        "the embedded copy of Cora"
+    } else {
+        "a download into the default folder"
+    };
+    Err(WorkbookError::file(
+        dir,
+        format!(
+            "the data folder lacks {} of the {} files of {}: {}. Copy all of them there (PyG's Planetoid raw files), or leave out --data-dir to use {fallback}",
+            missing.len(),
+            FILE_PARTS.len(),
+            name.prefix(),
+            missing.join(", ")
+        ),
+    ))
 }
 
 /// Downloads the eight files of `name` from `base` into `dir` (each written atomically).
@@ -164,10 +232,15 @@ fn fetch(_url: &str) -> std::result::Result<Vec<u8>, String> {
     )
 }
 
-fn to_graph(data: planetoid::Planetoid, device: impl Into<Placement>) -> Result<Graph> {
+fn to_graph(
+    data: planetoid::Planetoid,
+    device: impl Into<Placement>,
+    origin: &str,
+) -> Result<Graph> {
     let cpu = Device::Cpu;
     let n = data.num_nodes;
     let x = Tensor::from_vec(data.x, (n, data.num_features), &cpu)?;
+    crate::non_finite::check(origin, [("x (node features)", &x)])?;
     let edge_index = EdgeIndex::new(&data.edge_src, &data.edge_dst, n, &cpu)?;
     let split = Split::from_masks(&data.train_mask, &data.val_mask, &data.test_mask, &cpu)?;
     let mut g = Graph::new(data.name.to_string(), x, edge_index)?.with_labels(&data.y, split)?;

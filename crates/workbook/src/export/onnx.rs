@@ -793,6 +793,11 @@ pub fn to_onnx(model: &Model, options: &OnnxOptions) -> Result<ModelProto> {
 
 /// Writes `model` as ONNX to `path` (atomically) and returns the model proto written.
 pub fn write(model: &Model, path: &Path, options: &OnnxOptions) -> Result<ModelProto> {
+    // The message holds a copy of every weight, and its encoding another.
+    crate::limits::check_memory(
+        &format!("the ONNX export of {}", path.display()),
+        crate::limits::parameter_bytes(model.config()).saturating_mul(2),
+    )?;
     let proto = to_onnx(model, options)?;
     atomic_write::write(path, &proto.encode_to_vec())?;
     Ok(proto)
@@ -801,7 +806,7 @@ pub fn write(model: &Model, path: &Path, options: &OnnxOptions) -> Result<ModelP
 /// Reads an ONNX file back (for checks and round trips), with a clear error for files that are
 /// truncated, corrupt, or not ONNX models with a graph.
 pub fn read(path: &Path) -> Result<ModelProto> {
-    let bytes = std::fs::read(path).map_err(|e| WorkbookError::io(path, e))?;
+    let bytes = crate::input_file::read(path, &crate::input_file::Cap::loading())?;
     decode(&bytes, path)
 }
 

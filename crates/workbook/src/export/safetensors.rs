@@ -37,7 +37,9 @@ pub fn config_path(weights: &Path) -> PathBuf {
 }
 
 /// Writes the weights (PyG names, float32) to `path` and the config to
-/// [`config_path`]`(path)`, both atomically; returns the config path.
+/// [`config_path`]`(path)` as one unit ([`atomic_write::FileSet`]): both new files are written
+/// first, then renamed into place; if either cannot be, the old pair is left as it was.
+/// Returns the config path.
 pub fn export(model: &Model, path: &Path) -> Result<PathBuf> {
     if model.dtype() != DType::F32 {
         return Err(WorkbookError::InvalidConfig(format!(
@@ -45,10 +47,17 @@ pub fn export(model: &Model, path: &Path) -> Result<PathBuf> {
             model.dtype()
         )));
     }
-    checkpoint::save(model, path)?;
+    // The host copy of every weight, and the file's bytes.
+    crate::limits::check_memory(
+        &format!("the safetensors export of {}", path.display()),
+        crate::limits::parameter_bytes(model.config()).saturating_mul(2),
+    )?;
     let json = config_path(path);
     let text = serde_json::to_string_pretty(model.config())
         .map_err(|e| WorkbookError::file(&json, format!("cannot serialise the config: {e}")))?;
-    atomic_write::write(&json, format!("{text}\n").as_bytes())?;
+    let mut pair = atomic_write::FileSet::new();
+    pair.add(path, &checkpoint::to_bytes(model, path)?)?;
+    pair.add(&json, format!("{text}\n").as_bytes())?;
+    pair.commit()?;
     Ok(json)
 }

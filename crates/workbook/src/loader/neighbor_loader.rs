@@ -136,6 +136,16 @@ impl NeighborLoader {
         })
     }
 
+    /// The whole graph's node features (on the host), which batches gather from.
+    pub fn features(&self) -> &Tensor {
+        &self.shared.x
+    }
+
+    /// The whole graph's edge weights, if it has them.
+    pub fn edge_weight(&self) -> Option<&Tensor> {
+        self.shared.edge_weight.as_ref()
+    }
+
     /// The settings.
     pub fn config(&self) -> &LoaderConfig {
         &self.shared.config

@@ -132,6 +132,7 @@ impl DataParallelTrainer {
             &config,
             config.batch_size / n,
         )?;
+        crate::limits::check_minibatch_fits(&model_config, graph, &config, n)?;
         let evaluator = Evaluator::new(graph, &config.eval, layers, train_config.seed, first)?;
         // Initialised on the host, as one device would be, then replicated.
         let (model, _) = Model::init(model_config, train_config.seed, Placement::cpu())?;
@@ -227,6 +228,13 @@ impl DataParallelTrainer {
         let stats = self
             .evaluator
             .epoch_stats(self.dp.module(), &mean_loss, epoch, step_ms)?;
+        crate::train::trainer::stop_if_not_finite(
+            &stats,
+            self.dp.module(),
+            Some(self.loader.features()),
+            self.loader.edge_weight(),
+            self.dp.optimizer().lr(),
+        )?;
         let out = DataParallelEpoch {
             stats,
             steps,

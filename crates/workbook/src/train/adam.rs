@@ -170,7 +170,12 @@ impl Adam {
         })
     }
 
-    /// Where the optimiser state lives.
+    /// The learning rate.
+    pub fn lr(&self) -> f64 {
+        self.lr
+    }
+
+    /// Where the optimiser state (`m`, `v`) lives.
     pub fn state_placement(&self) -> &Placement {
         &self.state_at
     }

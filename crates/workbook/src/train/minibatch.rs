@@ -154,6 +154,7 @@ impl MiniBatchTrainer {
             &config,
             config.batch_size,
         )?;
+        crate::limits::check_minibatch_fits(&model_config, graph, &config, 1)?;
         let evaluator = Evaluator::new(graph, &config.eval, layers, train_config.seed, device)?;
         let (model, _) = Model::init(model_config, train_config.seed, device)?;
         let opt = train_config.optimizer(&model)?;
@@ -271,6 +272,13 @@ impl MiniBatchTrainer {
         let stats = self
             .evaluator
             .epoch_stats(&self.model, &mean_loss, epoch, step_ms)?;
+        super::trainer::stop_if_not_finite(
+            &stats,
+            &self.model,
+            Some(self.loader.features()),
+            self.loader.edge_weight(),
+            self.opt.lr(),
+        )?;
         let out = MiniBatchEpoch {
             stats,
             batches: steps.len(),

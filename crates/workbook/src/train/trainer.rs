@@ -250,7 +250,8 @@ impl Trainer {
     }
 
     /// One epoch on `graph`: checks placement (naming any culprit), takes a training step and
-    /// evaluates. The ledger phase is `epoch N`.
+    /// evaluates. The ledger phase is `epoch N`. A loss that is NaN or infinite stops the run
+    /// with [`WorkbookError::NonFiniteLoss`] (the epoch and the likely cause).
     pub fn epoch(&mut self, graph: &Graph) -> Result<EpochStats> {
         let epoch = self.history.len() + 1;
         let at = self.model.placement().clone();
@@ -296,6 +297,13 @@ impl Trainer {
             test_accuracy,
             step_ms,
         };
+        stop_if_not_finite(
+            &stats,
+            &self.model,
+            Some(graph.x()),
+            graph.edge_weight(),
+            self.opt.lr(),
+        )?;
         self.history.push(stats.clone());
         Ok(stats)
     }
@@ -307,6 +315,25 @@ impl Trainer {
             history: self.history,
         }
     }
+}
+
+/// [`WorkbookError::NonFiniteLoss`] if the epoch's loss is NaN or infinite: going on would
+/// only spread NaN through every weight.
+pub(crate) fn stop_if_not_finite(
+    stats: &EpochStats,
+    model: &Model,
+    features: Option<&Tensor>,
+    edge_weight: Option<&Tensor>,
+    lr: f64,
+) -> Result<()> {
+    if stats.loss.is_finite() {
+        return Ok(());
+    }
+    Err(WorkbookError::NonFiniteLoss {
+        epoch: stats.epoch,
+        loss: stats.loss,
+        cause: crate::non_finite::loss_cause(model, features, edge_weight, lr),
+    })
 }
 
 /// Trains a fresh model (seeded) on `graph`, calling `on_epoch` after every epoch.
