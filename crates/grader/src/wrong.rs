@@ -221,7 +221,11 @@ pub fn run(grading: &Grading, report: &Path, progress: &Progress) -> anyhow::Res
             .expect("discovered from the selection");
         outcomes.push(grade_variant(grading, exercise, variant, progress)?);
     }
-    let json = serde_json::to_string_pretty(&outcomes)? + "\n";
+    let forgeable = challenge_independent(grading, progress)?;
+    let json = serde_json::to_string_pretty(&WrongReport {
+        rows: outcomes.clone(),
+        challenge_independent: forgeable.clone(),
+    })? + "\n";
     write_atomically(report, json.as_bytes())?;
     println!("{}", table(&outcomes));
     let caught = outcomes.iter().filter(|o| o.caught).count();
@@ -231,7 +235,46 @@ pub fn run(grading: &Grading, report: &Path, progress: &Progress) -> anyhow::Res
         grading.judged_by(),
         report.display()
     );
-    Ok(i32::from(caught != outcomes.len()))
+    if !forgeable.is_empty() {
+        println!(
+            "{} graded tests observe nothing that depends on the challenge, so a student could write their observations without doing the work: {}",
+            forgeable.len(),
+            forgeable.join(", ")
+        );
+    }
+    Ok(i32::from(caught != outcomes.len() || !forgeable.is_empty()))
+}
+
+/// `target/grade/wrong.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WrongReport {
+    /// The references, then the known-wrong solutions.
+    pub rows: Vec<WrongOutcome>,
+    /// Graded tests (`01-1 name`) whose reference observations are the same under two
+    /// challenges: their values could be written down in advance. Tests judged by the compiler
+    /// (`build_only`) are not listed.
+    pub challenge_independent: Vec<String>,
+}
+
+/// Records the references again under another challenge and lists the tests whose observations
+/// did not change.
+fn challenge_independent(grading: &Grading, progress: &Progress) -> anyhow::Result<Vec<String>> {
+    let other = grading.record(grading.expected.challenge ^ 0x9e37_79b9_7f4a_7c15, progress)?;
+    let mut same = Vec::new();
+    for exercise in &grading.selected {
+        for spec in exercise.spec.tests.iter().filter(|t| !t.build_only) {
+            let (Some(a), Some(b)) = (
+                grading.expected.log(&exercise.id, &spec.name),
+                other.log(&exercise.id, &spec.name),
+            ) else {
+                continue;
+            };
+            if a.differing_keys(b).is_empty() {
+                same.push(format!("{} {}", exercise.id, spec.name));
+            }
+        }
+    }
+    Ok(same)
 }
 
 /// The reference solution's edit files of `exercise`, with `variant`'s replacements, by path

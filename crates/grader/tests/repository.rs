@@ -118,25 +118,40 @@ fn every_exercise_mirrors_its_solution() {
     }
 }
 
+/// The `#[test]` functions of a graded test file, with their bodies.
+fn graded_tests(source: &str) -> Vec<(String, String)> {
+    let mut tests = Vec::new();
+    let mut rest = source;
+    while let Some(at) = rest.find("#[test]") {
+        rest = &rest[at + "#[test]".len()..];
+        let Some(f) = rest.find("fn ") else { break };
+        let name: String = rest[f + 3..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let body_end = rest.find("#[test]").unwrap_or(rest.len());
+        tests.push((name, rest[..body_end].to_string()));
+    }
+    tests
+}
+
 #[test]
 fn exercise_toml_scores_exactly_the_graded_tests() {
     let catalog = repo();
     for ex in &catalog.exercises {
-        let grade_rs =
-            std::fs::read_to_string(ex.spec_dir(&catalog.root).join("tests/grade.rs")).unwrap();
-        let mut in_file = BTreeSet::new();
-        let mut lines = grade_rs.lines().map(str::trim);
-        while let Some(line) = lines.next() {
-            if line == "#[test]" {
-                let f = lines.find(|l| l.contains("fn ")).unwrap();
-                let name = f.split("fn ").nth(1).unwrap().split('(').next().unwrap();
-                in_file.insert(name.to_string());
-            }
-        }
-        let scored: BTreeSet<String> = ex.spec.tests.iter().map(|t| t.name.clone()).collect();
+        let dir = ex.spec_dir(&catalog.root);
+        let grade_rs = std::fs::read_to_string(dir.join("tests/grade.rs")).unwrap();
+        let in_file: BTreeSet<String> = graded_tests(&grade_rs).into_iter().map(|t| t.0).collect();
+        let scored: BTreeSet<String> = ex
+            .spec
+            .tests
+            .iter()
+            .filter(|t| t.program.is_none())
+            .map(|t| t.name.clone())
+            .collect();
         assert_eq!(
             in_file, scored,
-            "{}: exercise.toml must give points to exactly the #[test]s of tests/grade.rs",
+            "{}: exercise.toml must give points to exactly the #[test]s of tests/grade.rs (and to the programs it names)",
             ex.id
         );
         assert!(
@@ -144,7 +159,67 @@ fn exercise_toml_scores_exactly_the_graded_tests() {
             "{}: a test worth 0 points",
             ex.id
         );
+        for test in ex.spec.tests.iter().filter(|t| t.program.is_some()) {
+            let program = test.program.as_deref().unwrap();
+            let source = dir.join(format!("tests/programs/{program}.rs"));
+            assert!(
+                source.is_file(),
+                "{} {}: its program has no source at {}",
+                ex.id,
+                test.name,
+                source.display()
+            );
+            for variant in [Variant::Exercises, Variant::Solutions] {
+                let manifest =
+                    std::fs::read_to_string(ex.dir(&catalog.root, variant).join("Cargo.toml"))
+                        .unwrap();
+                assert!(
+                    manifest.contains(&format!("name = \"{program}\"")),
+                    "{} {}: the {} crate has no [[example]] named {program}",
+                    ex.id,
+                    test.name,
+                    variant.folder()
+                );
+            }
+            let text = std::fs::read_to_string(&source).unwrap();
+            assert!(
+                test.build_only || text.contains("scenario::start()"),
+                "{} {}: a program that runs is a scenario: it must call scenario::start()",
+                ex.id,
+                test.name
+            );
+        }
+        assert!(
+            !ex.spec
+                .tests
+                .iter()
+                .any(|t| t.build_only && t.program.is_none()),
+            "{}: build_only needs a program",
+            ex.id
+        );
     }
+}
+
+/// A teacher's grade is the judge's: it compares what each graded test observed with the
+/// reference solution's, so every graded test must be a scenario that observes something.
+#[test]
+fn every_graded_test_is_a_scenario() {
+    let catalog = repo();
+    let mut not = Vec::new();
+    for ex in &catalog.exercises {
+        let grade_rs =
+            std::fs::read_to_string(ex.spec_dir(&catalog.root).join("tests/grade.rs")).unwrap();
+        for (name, body) in graded_tests(&grade_rs) {
+            if !(body.contains("scenario::start()") && body.contains(".observe")) {
+                not.push(format!("{} {name}", ex.id));
+            }
+        }
+    }
+    assert!(
+        not.is_empty(),
+        "these graded tests do not start a scenario (`let s = scenario::start();`) and observe values with it: {}",
+        not.join(", ")
+    );
 }
 
 #[test]
