@@ -156,8 +156,14 @@ fn parses_every_accepted_spelling() {
         (format!("sim:{b}"), DeviceSpec::Sim(b)),
         (any_case(&s, "auto"), DeviceSpec::Auto),
         (any_case(&s, "cpu"), DeviceSpec::Cpu),
-        (format!(" {} ", any_case(&s, &format!("sim:{b}"))), DeviceSpec::Sim(b)),
-        (format!("\t{}", any_case(&s, &format!("cuda:{a}"))), DeviceSpec::Cuda(a)),
+        (
+            format!(" {} ", any_case(&s, &format!("sim:{b}"))),
+            DeviceSpec::Sim(b),
+        ),
+        (
+            format!("\t{}", any_case(&s, &format!("cuda:{a}"))),
+            DeviceSpec::Cuda(a),
+        ),
     ] {
         let got = spelling.parse::<DeviceSpec>();
         s.observe(
@@ -227,7 +233,10 @@ fn rejects_other_spellings_and_lists_the_accepted_ones() {
 #[test]
 fn follows_the_policy_on_a_machine_without_a_gpu() {
     let s = scenario::start();
-    let (a, b) = (s.pick("sim number", 1..32), s.pick("another sim number", 32..64));
+    let (a, b) = (
+        s.pick("sim number", 1..32),
+        s.pick("another sim number", 32..64),
+    );
     let (sim_a, sim_b) = (any_case(&s, &format!("sim:{a}")), format!("sim:{b}"));
     let spaced = format!(" {} ", any_case(&s, &sim_b));
     let auto = any_case(&s, "auto");
@@ -429,7 +438,10 @@ fn mistakes_name_where_they_came_from() {
                 Ok(wanted.iter().filter(|w| msg.contains(w.as_str())).collect())
             }
         };
-        s.observe(format!("mistake {k}: the error mentions"), &Shown(&mentions));
+        s.observe(
+            format!("mistake {k}: the error mentions"),
+            &Shown(&mentions),
+        );
         let msg = refused(explicit, &m);
         for w in &wanted {
             assert!(
@@ -456,10 +468,15 @@ fn chooses_a_usable_placement_on_this_machine() {
         let chosen = choose(Some(&explicit));
         s.observe(
             format!("--device {explicit} gives"),
-            &Shown(chosen.as_ref().map(|(p, _)| p.to_string()).map_err(|_| "an error")),
+            &Shown(
+                chosen
+                    .as_ref()
+                    .map(|(p, _)| p.to_string())
+                    .map_err(|_| "an error"),
+            ),
         );
-        let (placement, reason) = chosen
-            .unwrap_or_else(|e| panic!("choose(Some(\"{explicit}\")) failed: {e}"));
+        let (placement, reason) =
+            chosen.unwrap_or_else(|e| panic!("choose(Some(\"{explicit}\")) failed: {e}"));
         assert_eq!(
             placement, want,
             "--device {explicit} should give the placement {want}"

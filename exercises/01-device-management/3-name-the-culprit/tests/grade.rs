@@ -98,7 +98,13 @@ fn assert_names(
         (expected.to_string().as_str(), found.to_string().as_str()),
         "{situation}: the mismatch should say '{culprit}' was expected on {expected} and found on {found}"
     );
-    let want = message(expected_what, &expected.to_string(), kind, culprit, &found.to_string());
+    let want = message(
+        expected_what,
+        &expected.to_string(),
+        kind,
+        culprit,
+        &found.to_string(),
+    );
     assert_eq!(
         msg, want,
         "{situation}: the message should name the culprit, both devices and the fix, on one line, in the library's words"
@@ -144,7 +150,10 @@ fn names_an_input_culprit() {
     let got = check_same_device("model parameters", &home, &fine);
     observe(&s, "everything in place", &got);
     if let Err(m) = got {
-        panic!("every tensor is on {home}, yet check_same_device named '{}': {m}", m.culprit);
+        panic!(
+            "every tensor is on {home}, yet check_same_device named '{}': {m}",
+            m.culprit
+        );
     }
 }
 
@@ -169,7 +178,10 @@ fn names_the_first_culprit_a_parameter() {
     let what = format!("{home}'s layer");
     let got = check_same_device(&what, &home, &tensors);
     observe(&s, "several tensors elsewhere", &got);
-    let order: Vec<String> = tensors.iter().map(|t| format!("{} ({})", t.name, t.placement)).collect();
+    let order: Vec<String> = tensors
+        .iter()
+        .map(|t| format!("{} ({})", t.name, t.placement))
+        .collect();
     assert_names(
         got,
         &format!(
@@ -274,7 +286,9 @@ fn checks_the_model_and_the_graph_before_the_forward_pass() {
     observe(&s, "the second layer elsewhere", &got);
     assert_names(
         got,
-        &format!("conv2 is on {away} and conv1 and the graph on {gpu} (parameters are checked first)"),
+        &format!(
+            "conv2 is on {away} and conv1 and the graph on {gpu} (parameters are checked first)"
+        ),
         ("model parameters", &gpu),
         ("conv2.lin.weight", Kind::Parameter),
         &away,
@@ -303,7 +317,11 @@ fn passes_when_everything_is_on_one_device() {
             panic!("everything is on {at}, yet pre_forward_check failed: {e}");
         }
         // ...and a check that always passes is no check.
-        let away = if at == cpu { elsewhere(&s) } else { cpu.clone() };
+        let away = if at == cpu {
+            elsewhere(&s)
+        } else {
+            cpu.clone()
+        };
         let partial = graph.move_part(GraphPart::X, &away).unwrap();
         let got = pre_forward_check(&model, &partial);
         s.observe(

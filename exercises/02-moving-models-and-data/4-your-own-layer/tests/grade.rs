@@ -93,8 +93,14 @@ fn load(path: &Path, s: &Scenario) -> Case {
     }
     let order = permutation(original.num_edges(), s.seed(&format!("edges of {name}")));
     let (src, dst) = (original.sources_host(), original.targets_host());
-    let src: Vec<i64> = order.iter().map(|&e| relabel[src[e] as usize] as i64).collect();
-    let dst: Vec<i64> = order.iter().map(|&e| relabel[dst[e] as usize] as i64).collect();
+    let src: Vec<i64> = order
+        .iter()
+        .map(|&e| relabel[src[e] as usize] as i64)
+        .collect();
+    let dst: Vec<i64> = order
+        .iter()
+        .map(|&e| relabel[dst[e] as usize] as i64)
+        .collect();
     let old = Tensor::new(old.as_slice(), &Device::Cpu).unwrap();
     Case {
         layer: MySageConv::new(config, vb).unwrap(),
@@ -174,7 +180,10 @@ fn every_parameter_moves_and_is_named_as_in_pyg() {
             "sage_root1_norm0_bias1",
             &["lin_l.weight", "lin_l.bias", "lin_r.weight"][..],
         ),
-        ("sage_root1_norm1_bias0", &["lin_l.weight", "lin_r.weight"][..]),
+        (
+            "sage_root1_norm1_bias0",
+            &["lin_l.weight", "lin_r.weight"][..],
+        ),
         ("sage_root0_norm1_bias0", &["lin_l.weight"][..]),
     ] {
         let path = fixtures()
@@ -229,7 +238,10 @@ fn every_parameter_moves_and_is_named_as_in_pyg() {
             Ok(_) => String::from("(no error)"),
             Err(e) => e.to_string(),
         };
-        s.observe(format!("{file}: the layer on cpu, the graph on the accelerator"), &err);
+        s.observe(
+            format!("{file}: the layer on cpu, the graph on the accelerator"),
+            &err,
+        );
         assert!(
             err.contains("SAGEConv parameters are on cpu") && err.contains(&gpu.to_string()),
             "{file}: with the layer on cpu and the graph on {gpu}, apply should name the mismatch; got: {err}"
@@ -259,7 +271,11 @@ fn no_intermediate_on_a_fixed_device() {
         };
         match layer.apply(&input, None) {
             Ok(o) => {
-                s.observe_within(format!("{} output on the accelerator", c.name), &o.out, SAME_OUTPUT);
+                s.observe_within(
+                    format!("{} output on the accelerator", c.name),
+                    &o.out,
+                    SAME_OUTPUT,
+                );
                 s.observe(
                     format!("{} output's device", c.name),
                     &workbook::placement::inherit(&o.out, &gpu).to_string(),
@@ -278,7 +294,8 @@ fn no_intermediate_on_a_fixed_device() {
             .map(|f| (f.written, f.names, f.function))
             .collect();
     s.observe("devices written in src/my_sage.rs", &Json(&written));
-    if let Err(e) = fixed_device::check("src/my_sage.rs", SOURCE, &[], "SAGEConv parameters", &gpu) {
+    if let Err(e) = fixed_device::check("src/my_sage.rs", SOURCE, &[], "SAGEConv parameters", &gpu)
+    {
         failures.push(e.to_string());
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
