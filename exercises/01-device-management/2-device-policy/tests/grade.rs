@@ -90,56 +90,56 @@ struct Case<'a> {
     auto: bool,
 }
 
-/// Asks the policy every case on a machine with `gpus` GPUs, observing each decision: the
-/// device, whether the reason names its source, and for `auto` whether it says so and what it
-/// found.
-fn follows_the_policy(s: &Scenario, gpus: usize, cases: &[Case]) {
-    for (k, c) in cases.iter().enumerate() {
-        let m = machine(c.env, gpus);
-        let d: Result<Decision, String> = decide(c.explicit, &m).map_err(|e| e.to_string());
-        let seen = d.as_ref().map(|d| {
+/// What the policy decided for `c` on a machine with `gpus` GPUs, as observed: the device,
+/// whether the reason names its source, and for `auto` whether it says so and what it found.
+fn seen(c: &Case, decided: &Result<Decision, String>) -> Shown<String> {
+    Shown(match decided {
+        Ok(d) => {
             let reason = d.reason.to_lowercase();
-            (
+            format!(
+                "{:?}, source named: {}, auto said: {}",
                 d.device,
                 c.source.named_in(&d.reason),
-                c.auto && reason.contains("auto") && reason.contains("gpu"),
+                c.auto && reason.contains("auto") && reason.contains("gpu")
             )
-        });
-        s.observe(
-            format!("case {k} with {gpus} GPU(s): device, source named, auto said"),
-            &Shown(seen.as_ref().map_err(|_| "an error")),
-        );
-        let d = d.unwrap_or_else(|e| {
-            panic!(
-                "decide({:?}, {m:?}) failed, but it should choose {}: {e}",
-                c.explicit, c.want
-            )
-        });
-        let what = match (c.explicit, c.env) {
-            (Some(x), Some(e)) => format!("--device '{x}' with WORKBOOK_DEVICE='{e}'"),
-            (Some(x), None) => format!("--device '{x}' with WORKBOOK_DEVICE unset"),
-            (None, Some(e)) => format!("no --device, WORKBOOK_DEVICE='{e}'"),
-            (None, None) => "no --device, WORKBOOK_DEVICE unset".to_string(),
-        };
-        assert_eq!(
-            d.device, c.want,
-            "{what}, on a machine with {gpus} GPU(s), should choose {}, not {} ({}): the policy is --device, else WORKBOOK_DEVICE (blank counts as unset), else auto",
-            c.want, d.device, d.reason
-        );
+        }
+        Err(_) => "an error".to_string(),
+    })
+}
+
+/// Checks the policy's decision for `c` on a machine with `gpus` GPUs.
+fn check(c: &Case, gpus: usize, decided: Result<Decision, String>) {
+    let m = machine(c.env, gpus);
+    let d = decided.unwrap_or_else(|e| {
+        panic!(
+            "decide({:?}, {m:?}) failed, but it should choose {}: {e}",
+            c.explicit, c.want
+        )
+    });
+    let what = match (c.explicit, c.env) {
+        (Some(x), Some(e)) => format!("--device '{x}' with WORKBOOK_DEVICE='{e}'"),
+        (Some(x), None) => format!("--device '{x}' with WORKBOOK_DEVICE unset"),
+        (None, Some(e)) => format!("no --device, WORKBOOK_DEVICE='{e}'"),
+        (None, None) => "no --device, WORKBOOK_DEVICE unset".to_string(),
+    };
+    assert_eq!(
+        d.device, c.want,
+        "{what}, on a machine with {gpus} GPU(s), should choose {}, not {} ({}): the policy is --device, else WORKBOOK_DEVICE (blank counts as unset), else auto",
+        c.want, d.device, d.reason
+    );
+    assert!(
+        c.source.named_in(&d.reason),
+        "{what}: the reason should say the choice came from {}, got: {}",
+        c.source.spelled(),
+        d.reason
+    );
+    if c.auto {
+        let reason = d.reason.to_lowercase();
         assert!(
-            c.source.named_in(&d.reason),
-            "{what}: the reason should say the choice came from {}, got: {}",
-            c.source.spelled(),
+            reason.contains("auto") && reason.contains("gpu"),
+            "{what}: auto chose, so the reason should say 'auto' and whether a GPU was found, got: {}",
             d.reason
         );
-        if c.auto {
-            let reason = d.reason.to_lowercase();
-            assert!(
-                reason.contains("auto") && reason.contains("gpu"),
-                "{what}: auto chose, so the reason should say 'auto' and whether a GPU was found, got: {}",
-                d.reason
-            );
-        }
     }
 }
 
@@ -315,7 +315,11 @@ fn follows_the_policy_on_a_machine_without_a_gpu() {
             auto: true,
         },
     ];
-    follows_the_policy(&s, 0, &cases);
+    for (k, c) in cases.iter().enumerate() {
+        let decided = decide(c.explicit, &machine(c.env, 0)).map_err(|e| e.to_string());
+        s.observe(format!("case {k} without a GPU"), &seen(c, &decided));
+        check(c, 0, decided);
+    }
 }
 
 #[test]
@@ -384,7 +388,11 @@ fn follows_the_policy_on_a_machine_with_gpus() {
             auto: true,
         },
     ];
-    follows_the_policy(&s, gpus, &cases);
+    for (k, c) in cases.iter().enumerate() {
+        let decided = decide(c.explicit, &machine(c.env, gpus)).map_err(|e| e.to_string());
+        s.observe(format!("case {k} with {gpus} GPU(s)"), &seen(c, &decided));
+        check(c, gpus, decided);
+    }
 }
 
 #[test]

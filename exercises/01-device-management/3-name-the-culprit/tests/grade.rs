@@ -59,17 +59,17 @@ fn message(expected_what: &str, expected: &str, kind: Kind, culprit: &str, found
     )
 }
 
-/// Records a check's answer: the mismatch's fields and message, or that it passed.
-fn observe(s: &Scenario, key: &str, got: &Result<(), Mismatch>) {
-    let seen = got.as_ref().err().map(|m| {
+/// A check's answer, as observed: the mismatch's fields and message, or that it passed.
+fn seen(got: &Result<(), Mismatch>) -> Shown<Option<(String, String, String, String, String)>> {
+    Shown(got.as_ref().err().map(|m| {
         (
             m.culprit.clone(),
             format!("{:?}", m.kind),
-            (m.expected.clone(), m.found.clone()),
+            m.expected.clone(),
+            m.found.clone(),
             m.to_string(),
         )
-    });
-    s.observe(key, &Shown(&seen));
+    }))
 }
 
 /// Checks that `got` names `culprit` (of `kind`), expected on `expected` and found on `found`,
@@ -134,7 +134,7 @@ fn names_an_input_culprit() {
         }
     }
     let got = check_same_device("model parameters", &home, &tensors);
-    observe(&s, "one input elsewhere", &got);
+    s.observe("one input elsewhere", &seen(&got));
     assert_names(
         got,
         &format!("'{culprit}' is on {found} and everything else on {home}"),
@@ -148,7 +148,7 @@ fn names_an_input_culprit() {
         .map(|t| Named::new(t.name.clone(), t.kind, &home))
         .collect();
     let got = check_same_device("model parameters", &home, &fine);
-    observe(&s, "everything in place", &got);
+    s.observe("everything in place", &seen(&got));
     if let Err(m) = got {
         panic!(
             "every tensor is on {home}, yet check_same_device named '{}': {m}",
@@ -177,7 +177,7 @@ fn names_the_first_culprit_a_parameter() {
     let (culprit, kind, found) = (first.name.clone(), first.kind, first.placement.clone());
     let what = format!("{home}'s layer");
     let got = check_same_device(&what, &home, &tensors);
-    observe(&s, "several tensors elsewhere", &got);
+    s.observe("several tensors elsewhere", &seen(&got));
     let order: Vec<String> = tensors
         .iter()
         .map(|t| format!("{} ({})", t.name, t.placement))
@@ -215,7 +215,7 @@ fn checks_the_model_and_the_graph_before_the_forward_pass() {
 
     // 1. A graph left on the cpu: the first part checked is 'x'.
     let got = pre_forward_check(&model, &host);
-    observe(&s, "the graph on the cpu", &got);
+    s.observe("the graph on the cpu", &seen(&got));
     assert_names(
         got,
         &format!("the model is on {gpu} and the graph on cpu"),
@@ -242,7 +242,7 @@ fn checks_the_model_and_the_graph_before_the_forward_pass() {
     }
     let names: Vec<&str> = stray.iter().map(|p| p.name()).collect();
     let got = pre_forward_check(&model, &partial);
-    observe(&s, "parts of the graph left behind", &got);
+    s.observe("parts of the graph left behind", &seen(&got));
     assert_names(
         got,
         &format!(
@@ -261,7 +261,7 @@ fn checks_the_model_and_the_graph_before_the_forward_pass() {
     let stale = cached.parameters_to_device(&gpu).unwrap();
     let graph = host.to_device(&gpu).unwrap();
     let got = pre_forward_check(&stale, &graph);
-    observe(&s, "a stale cached buffer", &got);
+    s.observe("a stale cached buffer", &seen(&got));
     assert_names(
         got,
         &format!("conv1._cached_edge_index is still on the cpu (check the model's buffer_placements), the rest on {gpu}"),
@@ -271,7 +271,7 @@ fn checks_the_model_and_the_graph_before_the_forward_pass() {
     );
     let late_labels = graph.move_part(GraphPart::Labels, &away).unwrap();
     let got = pre_forward_check(&stale, &late_labels);
-    observe(&s, "a stale cached buffer and labels elsewhere", &got);
+    s.observe("a stale cached buffer and labels elsewhere", &seen(&got));
     assert_names(
         got,
         &format!("the labels are on {away} and conv1._cached_edge_index on cpu (the graph is checked before the buffers)"),
@@ -283,7 +283,7 @@ fn checks_the_model_and_the_graph_before_the_forward_pass() {
     // 4. A layer elsewhere: the model split over two devices, checked as one.
     let split = ModelParallel::new(&model, &[gpu.clone(), away.clone()]).unwrap();
     let got = pre_forward_check(split.model(), &graph);
-    observe(&s, "the second layer elsewhere", &got);
+    s.observe("the second layer elsewhere", &seen(&got));
     assert_names(
         got,
         &format!(

@@ -37,29 +37,6 @@ fn ledgered_run(
     let gpu = accelerator(s).with_ledger(&ledger);
     let metrics = train_on(host, &gpu, &recipe(s, epochs))
         .unwrap_or_else(|e| panic!("train_on failed on {gpu}: {e}"));
-    let seen: Vec<(usize, f32, f32, f32, f32)> = metrics
-        .iter()
-        .map(|m| {
-            (
-                m.epoch,
-                m.loss,
-                m.train_accuracy,
-                m.val_accuracy,
-                m.test_accuracy,
-            )
-        })
-        .collect();
-    for (k, (epoch, loss, train, val, test)) in seen.iter().enumerate() {
-        s.observe(format!("entry {k}: epoch"), epoch);
-        s.observe_within(
-            format!("entry {k}: loss and accuracies"),
-            &[*loss, *train, *val, *test],
-            Tolerance {
-                abs: 1e-5,
-                rel: 1e-5,
-            },
-        );
-    }
     assert_eq!(
         metrics.len(),
         epochs,
@@ -67,6 +44,25 @@ fn ledgered_run(
     );
     (ledger, gpu, metrics)
 }
+
+/// Every epoch's metrics, to observe: the epoch, the loss and the three accuracies.
+fn metric_rows(metrics: &[EpochMetrics]) -> Vec<(usize, [f32; 4])> {
+    metrics
+        .iter()
+        .map(|m| {
+            (
+                m.epoch,
+                [m.loss, m.train_accuracy, m.val_accuracy, m.test_accuracy],
+            )
+        })
+        .collect()
+}
+
+/// Metrics of two correct loops differ by float rounding at most.
+const SAME_METRICS: Tolerance = Tolerance {
+    abs: 1e-5,
+    rel: 1e-5,
+};
 
 /// The library's trainer on the same device with the same recipe: the loop's reference.
 fn reference(s: &Scenario, host: &Graph, epochs: usize) -> Vec<EpochMetrics> {
@@ -118,28 +114,17 @@ fn graph_parts(ledger: &Ledger, graph: &Graph) -> Vec<Transfer> {
         .collect()
 }
 
+/// The copies of the graph's parts, to observe: what, from, to, bytes and phase.
+fn graph_copy_rows(ledger: &Ledger, host: &Graph) -> Vec<(String, String, String, u64, String)> {
+    graph_parts(ledger, host)
+        .into_iter()
+        .map(|t| (t.what, t.from, t.to, t.bytes, t.phase))
+        .collect()
+}
+
 /// Checks that every part of `host` crossed to `gpu` exactly once, outside the epochs.
-fn assert_crosses_once(
-    s: &Scenario,
-    ledger: &Ledger,
-    gpu: &Placement,
-    host: &Graph,
-    epochs: usize,
-) {
+fn assert_crosses_once(ledger: &Ledger, gpu: &Placement, host: &Graph, epochs: usize) {
     let parts = graph_parts(ledger, host);
-    let rows: Vec<(String, String, String, u64, String)> = parts
-        .iter()
-        .map(|t| {
-            (
-                t.what.clone(),
-                t.from.clone(),
-                t.to.clone(),
-                t.bytes,
-                t.phase.clone(),
-            )
-        })
-        .collect();
-    s.observe("the graph's copies", &Json(&rows));
     for part in ["x", "edge_index", "y", "train_mask/val_mask/test_mask"] {
         let what = format!("{}.{part}", host.name);
         let times = parts.iter().filter(|t| t.what == what).count();
@@ -160,10 +145,26 @@ fn assert_crosses_once(
     }
 }
 
+/// Per epoch, to observe: the size of every copy back from `gpu`, and how many copies went to
+/// it (the first epoch's derived edge structures aside).
+fn per_epoch(ledger: &Ledger, gpu: &Placement, epochs: usize) -> Vec<(Vec<u64>, usize)> {
+    let gpu = gpu.to_string();
+    (1..=epochs)
+        .map(|epoch| {
+            let transfers = ledger.in_phase(&format!("epoch {epoch}"));
+            let back = transfers.iter().filter(|t| t.from == gpu).map(|t| t.bytes);
+            let up = transfers
+                .iter()
+                .filter(|t| t.to == gpu && !(epoch == 1 && t.what.starts_with("edge_index (")));
+            (back.collect(), up.count())
+        })
+        .collect()
+}
+
 /// Checks that in every epoch the only read-back is one transfer of at most 16 bytes (the loss
 /// and three accuracies), and that nothing is uploaded after the first epoch (which uploads the
 /// layers' derived edge structures, once).
-fn assert_only_metrics_per_epoch(s: &Scenario, ledger: &Ledger, gpu: &Placement, epochs: usize) {
+fn assert_only_metrics_per_epoch(ledger: &Ledger, gpu: &Placement, epochs: usize) {
     let gpu = gpu.to_string();
     for epoch in 1..=epochs {
         let phase = format!("epoch {epoch}");
@@ -173,12 +174,6 @@ fn assert_only_metrics_per_epoch(s: &Scenario, ledger: &Ledger, gpu: &Placement,
             .iter()
             .filter(|t| t.to == gpu && !(epoch == 1 && t.what.starts_with("edge_index (")))
             .collect();
-        let sizes: Vec<u64> = back.iter().map(|t| t.bytes).collect();
-        s.observe(
-            format!("{phase}: bytes read back from {gpu}, each copy"),
-            &sizes,
-        );
-        s.observe(format!("{phase}: copies to {gpu}"), &up.len());
         assert!(
             back.len() == 1 && back[0].bytes <= 16,
             "in {phase}, exactly one read-back of at most 16 bytes (loss + 3 accuracies) should come back from {gpu}, got {} read-back(s): {:?}\n{}",
@@ -201,7 +196,9 @@ fn the_graph_crosses_once() {
     let epochs = s.pick("epochs", 3..8);
     let host = datasets::karate(Placement::cpu()).unwrap();
     let (ledger, gpu, metrics) = ledgered_run(&s, &host, epochs);
-    assert_crosses_once(&s, &ledger, &gpu, &host, epochs);
+    s.observe_within("metrics", &metric_rows(&metrics), SAME_METRICS);
+    s.observe("the graph's copies", &Json(graph_copy_rows(&ledger, &host)));
+    assert_crosses_once(&ledger, &gpu, &host, epochs);
     assert_same_run(
         &metrics,
         &reference(&s, &host, epochs),
@@ -215,7 +212,12 @@ fn each_epoch_reads_back_only_the_metrics() {
     let epochs = s.pick("epochs", 3..8);
     let host = datasets::karate(Placement::cpu()).unwrap();
     let (ledger, gpu, metrics) = ledgered_run(&s, &host, epochs);
-    assert_only_metrics_per_epoch(&s, &ledger, &gpu, epochs);
+    s.observe_within("metrics", &metric_rows(&metrics), SAME_METRICS);
+    s.observe(
+        "per epoch: bytes of each read-back, copies to the device",
+        &per_epoch(&ledger, &gpu, epochs),
+    );
+    assert_only_metrics_per_epoch(&ledger, &gpu, epochs);
     assert_same_run(
         &metrics,
         &reference(&s, &host, epochs),
@@ -233,8 +235,14 @@ fn a_larger_graph_costs_the_same_per_epoch() {
     };
     let host = datasets::csbm(&config, Placement::cpu()).unwrap();
     let (ledger, gpu, metrics) = ledgered_run(&s, &host, 3);
-    assert_crosses_once(&s, &ledger, &gpu, &host, 3);
-    assert_only_metrics_per_epoch(&s, &ledger, &gpu, 3);
+    s.observe_within("metrics", &metric_rows(&metrics), SAME_METRICS);
+    s.observe("the graph's copies", &Json(graph_copy_rows(&ledger, &host)));
+    s.observe(
+        "per epoch: bytes of each read-back, copies to the device",
+        &per_epoch(&ledger, &gpu, 3),
+    );
+    assert_crosses_once(&ledger, &gpu, &host, 3);
+    assert_only_metrics_per_epoch(&ledger, &gpu, 3);
     assert_same_run(
         &metrics,
         &reference(&s, &host, 3),

@@ -7,7 +7,7 @@
 //! solution's. The run's challenge picks the training seed and the simulated devices' numbers,
 //! and which tensors a broken checkpoint lacks.
 
-use super::portable_checkpoint::{load, save, save_with, CONFIG_KEY, SAVED_FROM_KEY};
+use super::portable_checkpoint::{load, save, save_with, Loaded, CONFIG_KEY, SAVED_FROM_KEY};
 use scenario::{Json, Scenario};
 use std::collections::HashMap;
 use std::io::Write;
@@ -99,23 +99,27 @@ fn copies(transfers: Vec<Transfer>) -> Vec<(String, String, String, u64)> {
     rows
 }
 
-/// Saves `model` (on `from`, whose ledger is `ledger`), checking that every parameter was
-/// copied to the host explicitly; observes the copies.
-fn save_observed(s: &Scenario, model: &Model, path: &Path, ledger: &Ledger) {
-    let from = model.placement().clone();
+/// A copy the ledger recorded: what, from, to, bytes.
+type Row = (String, String, String, u64);
+
+/// Saves `model` to `path`, returning the copies the ledger recorded while saving.
+fn save_copies(model: &Model, path: &Path, ledger: &Ledger) -> Vec<Row> {
     ledger.clear();
-    save(model, path).unwrap_or_else(|e| panic!("saving from {from} failed: {e}"));
-    let copies = copies(ledger.transfers());
-    s.observe(format!("copies while saving from {from}"), &Json(&copies));
-    if from.is_cpu() {
+    save(model, path).unwrap_or_else(|e| panic!("saving from {} failed: {e}", model.placement()));
+    copies(ledger.transfers())
+}
+
+/// Checks that saving `model` copied every parameter to the host once, explicitly (nothing to
+/// copy from the host itself).
+fn check_save_copies(model: &Model, copies: &[Row], ledger: &Ledger) {
+    if model.placement().is_cpu() {
         return;
     }
+    let from = model.placement().to_string();
     for (name, _) in model.named_parameters() {
         let n = copies
             .iter()
-            .filter(|(what, f, to, _)| {
-                what.contains(&name) && *f == from.to_string() && to == "cpu"
-            })
+            .filter(|(what, f, to, _)| what.contains(&name) && *f == from && to == "cpu")
             .count();
         assert_eq!(
             n,
@@ -126,32 +130,31 @@ fn save_observed(s: &Scenario, model: &Model, path: &Path, ledger: &Ledger) {
     }
 }
 
-/// Loads `path` onto `to` (whose ledger is `ledger`), checking that every parameter crossed
-/// from the host to `to` once, explicitly; observes the copies, `saved_from`, the placements
-/// and the parameters, and checks them against `model`, saved from `saved_from`.
-fn load_observed(s: &Scenario, path: &Path, to: &Placement, ledger: &Ledger, model: &Model) {
-    let saved_from = model.placement().to_string();
+/// Loads `path` onto `to`, returning the checkpoint and the copies the ledger recorded.
+fn load_copies(path: &Path, to: &Placement, ledger: &Ledger, model: &Model) -> (Loaded, Vec<Row>) {
     ledger.clear();
     let loaded = load(path, to).unwrap_or_else(|e| {
-        panic!("loading a checkpoint saved from {saved_from} onto {to} failed: {e}")
+        panic!(
+            "loading a checkpoint saved from {} onto {to} failed: {e}",
+            model.placement()
+        )
     });
-    let copies = copies(ledger.transfers());
-    s.observe(format!("copies while loading onto {to}"), &Json(&copies));
-    s.observe("saved_from", &loaded.saved_from);
-    let placements: Vec<(String, String)> = loaded
-        .model
+    (loaded, copies(ledger.transfers()))
+}
+
+/// Where each parameter of `model` is.
+fn placements(model: &Model) -> Vec<(String, String)> {
+    model
         .parameter_placements()
         .into_iter()
         .map(|(n, at)| (n, at.to_string()))
-        .collect();
-    s.observe("placements of the loaded model", &placements);
-    s.observe(
-        "the loaded model's placement",
-        &loaded.model.placement().to_string(),
-    );
-    for (name, t) in loaded.model.named_parameters() {
-        s.observe(format!("loaded {name}"), &t);
-    }
+        .collect()
+}
+
+/// Checks the checkpoint loaded onto `to`: every parameter crossed from the host to `to` once,
+/// explicitly; `saved_from` is `model`'s device; the model is on `to` with `model`'s parameters
+/// and logits.
+fn check_loaded(loaded: &Loaded, copies: &[Row], to: &Placement, ledger: &Ledger, model: &Model) {
     if !to.is_cpu() {
         // The file is read on the host; each tensor then crosses to map_location once,
         // explicitly (map_location.move_tensor), so that the ledger shows every copy.
@@ -171,7 +174,8 @@ fn load_observed(s: &Scenario, path: &Path, to: &Placement, ledger: &Ledger, mod
         }
     }
     assert_eq!(
-        loaded.saved_from, saved_from,
+        loaded.saved_from,
+        model.placement().to_string(),
         "the checkpoint should record the device it was saved from ('{SAVED_FROM_KEY}')"
     );
     assert_eq!(
@@ -179,10 +183,10 @@ fn load_observed(s: &Scenario, path: &Path, to: &Placement, ledger: &Ledger, mod
         to,
         "the loaded model must be on the device asked for (map_location), whatever it was saved from"
     );
-    for (name, placement) in &placements {
+    for (name, placement) in placements(&loaded.model) {
         assert_eq!(
             placement,
-            &to.to_string(),
+            to.to_string(),
             "'{name}' was loaded onto {placement}, not {to}"
         );
     }
@@ -190,10 +194,8 @@ fn load_observed(s: &Scenario, path: &Path, to: &Placement, ledger: &Ledger, mod
         parameters(&loaded.model) == parameters(model),
         "the loaded parameters differ from the saved ones"
     );
-    let logits = logits_on(&loaded.model, to);
-    s.observe("the loaded model's logits", &logits);
     assert!(
-        bits(&logits) == bits(&logits_on(&model.to_device(to).unwrap(), to)),
+        bits(&logits_on(&loaded.model, to)) == bits(&logits_on(&model.to_device(to).unwrap(), to)),
         "on {to}, the loaded model's logits differ from the trained model's"
     );
 }
@@ -206,8 +208,20 @@ fn round_trip_from_the_accelerator_to_the_cpu() {
     let model = trained_on(&s, &gpu);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gcn.safetensors");
-    save_observed(&s, &model, &path, &ledger);
-    load_observed(&s, &path, &Placement::cpu(), &ledger, &model);
+    let saved = save_copies(&model, &path, &ledger);
+    s.observe("copies while saving", &Json(&saved));
+    check_save_copies(&model, &saved, &ledger);
+    let to = Placement::cpu();
+    let (loaded, loading) = load_copies(&path, &to, &ledger, &model);
+    s.observe("copies while loading", &Json(&loading));
+    s.observe("saved_from", &loaded.saved_from);
+    s.observe("the loaded model's placements", &placements(&loaded.model));
+    s.observe(
+        "the loaded model's parameters",
+        &loaded.model.named_parameters(),
+    );
+    s.observe("the loaded model's logits", &logits_on(&loaded.model, &to));
+    check_loaded(&loaded, &loading, &to, &ledger, &model);
     // PyG names and the config in the metadata: the library's own loader reads the file too.
     let by_library = checkpoint::load(&path, Placement::cpu()).unwrap_or_else(|e| {
         panic!("workbook::checkpoint::load cannot read the file (PyG names, config under '{CONFIG_KEY}'): {e}")
@@ -226,9 +240,20 @@ fn round_trip_from_the_cpu_to_the_accelerator() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gcn.safetensors");
     let ledger = Ledger::new();
-    save_observed(&s, &model, &path, &ledger);
-    let gpu = accelerator(&s).with_ledger(&ledger);
-    load_observed(&s, &path, &gpu, &ledger, &model);
+    let saved = save_copies(&model, &path, &ledger);
+    s.observe("copies while saving", &Json(&saved));
+    check_save_copies(&model, &saved, &ledger);
+    let to = accelerator(&s).with_ledger(&ledger);
+    let (loaded, loading) = load_copies(&path, &to, &ledger, &model);
+    s.observe("copies while loading", &Json(&loading));
+    s.observe("saved_from", &loaded.saved_from);
+    s.observe("the loaded model's placements", &placements(&loaded.model));
+    s.observe(
+        "the loaded model's parameters",
+        &loaded.model.named_parameters(),
+    );
+    s.observe("the loaded model's logits", &logits_on(&loaded.model, &to));
+    check_loaded(&loaded, &loading, &to, &ledger, &model);
 }
 
 #[test]
@@ -244,8 +269,20 @@ fn round_trip_between_two_devices() {
     let model = trained_on(&s, &gpu);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gcn.safetensors");
-    save_observed(&s, &model, &path, &ledger);
-    load_observed(&s, &path, &other, &ledger, &model);
+    let saved = save_copies(&model, &path, &ledger);
+    s.observe("copies while saving", &Json(&saved));
+    check_save_copies(&model, &saved, &ledger);
+    let to = other.clone();
+    let (loaded, loading) = load_copies(&path, &to, &ledger, &model);
+    s.observe("copies while loading", &Json(&loading));
+    s.observe("saved_from", &loaded.saved_from);
+    s.observe("the loaded model's placements", &placements(&loaded.model));
+    s.observe(
+        "the loaded model's parameters",
+        &loaded.model.named_parameters(),
+    );
+    s.observe("the loaded model's logits", &logits_on(&loaded.model, &to));
+    check_loaded(&loaded, &loading, &to, &ledger, &model);
 }
 
 #[test]
