@@ -231,7 +231,7 @@ fn grade_one(job: &ClassJob, slot: usize, name: &str, path: &Path) -> SummaryRow
     let rel_json = format!("students/{name}.json");
     let json = job.reports.join(&rel_json);
     let junit = job.reports.join(format!("students/{name}.xml"));
-    let submission = submission::read(name, path, grading.catalog, Some(&grading.handout.tree));
+    let submission = submission::read(name, path, grading.catalog, Some(&grading.catalog.root));
     let result = (|| -> anyhow::Result<crate::Report> {
         let report = grading.grade(&submission, slot, &Progress::Quiet)?;
         write_atomically(&json, report.to_json().as_bytes())?;

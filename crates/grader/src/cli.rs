@@ -315,7 +315,7 @@ fn judged_run(cli: &Cli, teacher: &Path, target: &Path, student: Option<&Path>) 
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "student".into()),
     );
-    let submission = submission::read(&name, student, &catalog, Some(&grading.handout.tree));
+    let submission = submission::read(&name, student, &catalog, Some(&catalog.root));
     let report = grading.grade(&submission, 0, &progress)?;
     let json = cli
         .json

@@ -379,7 +379,13 @@ impl Confinement {
             None => child.wait_timeout(wall),
         };
         let ended = match waited {
-            Ok(Some(status)) => exit_of(status),
+            // bubblewrap exits with 128 + the signal that killed the program (as a shell does).
+            Ok(Some(status)) => match (exit_of(status), self) {
+                (Ended::Exited(code @ 129..=192), Confinement::Bubblewrap(_)) => {
+                    Ended::Signalled(code - 128)
+                }
+                (ended, _) => ended,
+            },
             Ok(None) | Err(_) => {
                 kill(pid, new_group);
                 let _ = child.wait();

@@ -126,8 +126,8 @@ pub struct Submission {
 }
 
 /// Reads the edit files of every exercise of `catalog` from `dir`, and lists what else differs
-/// from the handout tree `handout` (when given).
-pub fn read(name: &str, dir: &Path, catalog: &Catalog, handout: Option<&Path>) -> Submission {
+/// from the teacher's tree `teacher` (when given; see [`changed_files`]).
+pub fn read(name: &str, dir: &Path, catalog: &Catalog, teacher: Option<&Path>) -> Submission {
     let mut submission = Submission {
         name: name.to_string(),
         dir: dir.to_path_buf(),
@@ -147,8 +147,8 @@ pub fn read(name: &str, dir: &Path, catalog: &Catalog, handout: Option<&Path>) -
                 .push(format!("{rel}: {why}; the stub was graded")),
         }
     }
-    if let Some(handout) = handout {
-        submission.ignored = changed_files(handout, dir, &graded);
+    if let Some(teacher) = teacher {
+        submission.ignored = changed_files(teacher, dir, &graded);
     }
     submission
 }
@@ -179,9 +179,20 @@ const SKIPPED: [&str; 8] = [
     "__pycache__",
 ];
 
+/// The teacher's ignore rules (the `.gitignore` at the root of their tree), applied to students'
+/// folders too: what Git would not commit is not a change.
+fn ignore_rules(teacher: &Path) -> ignore::gitignore::Gitignore {
+    let mut rules = ignore::gitignore::GitignoreBuilder::new(teacher);
+    rules.add(teacher.join(".gitignore"));
+    rules
+        .build()
+        .unwrap_or_else(|_| ignore::gitignore::Gitignore::empty())
+}
+
 /// The files under `dir` (`/`-separated, relative), links and special files included as
-/// entries, folders in [`SKIPPED`] left out, at most [`MAX_LISTED_FILES`].
-pub fn list_files(dir: &Path) -> BTreeSet<String> {
+/// entries, folders in [`SKIPPED`] and paths `rules` ignore left out, at most
+/// [`MAX_LISTED_FILES`]. Nothing is executed: the folder may be a student's.
+pub fn list_files(dir: &Path, rules: &ignore::gitignore::Gitignore) -> BTreeSet<String> {
     let mut files = BTreeSet::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -197,11 +208,17 @@ pub fn list_files(dir: &Path) -> BTreeSet<String> {
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
+            let Ok(rel) = path.strip_prefix(dir) else {
+                continue;
+            };
+            if rules.matched(rel, kind.is_dir()).is_ignore() {
+                continue;
+            }
             if kind.is_dir() {
                 if !SKIPPED.contains(&name.as_str()) {
                     stack.push(path);
                 }
-            } else if let Ok(rel) = path.strip_prefix(dir) {
+            } else {
                 files.insert(rel.to_string_lossy().replace('\\', "/"));
             }
         }
@@ -209,11 +226,13 @@ pub fn list_files(dir: &Path) -> BTreeSet<String> {
     files
 }
 
-/// What `student` changed outside `graded`, compared byte for byte with `handout`:
-/// `path: modified`, `path: added`, `path: deleted`.
-pub fn changed_files(handout: &Path, student: &Path, graded: &BTreeSet<String>) -> Vec<String> {
-    let theirs = list_files(student);
-    let ours = list_files(handout);
+/// What `student` changed outside `graded`, compared byte for byte with the teacher's tree:
+/// `path: modified`, `path: added`, `path: deleted`. Files only the teacher has under
+/// `solutions/` are not listed (a class's handout has none).
+pub fn changed_files(teacher: &Path, student: &Path, graded: &BTreeSet<String>) -> Vec<String> {
+    let rules = ignore_rules(teacher);
+    let theirs = list_files(student, &rules);
+    let ours = list_files(teacher, &rules);
     let mut changes = Vec::new();
     for file in theirs.union(&ours) {
         if graded.contains(file) {
@@ -221,14 +240,14 @@ pub fn changed_files(handout: &Path, student: &Path, graded: &BTreeSet<String>) 
         }
         let what = match (theirs.contains(file), ours.contains(file)) {
             (true, true) => {
-                let same = match (read_regular(student, file), read_regular(handout, file)) {
+                let same = match (read_regular(student, file), read_regular(teacher, file)) {
                     (Ok(a), Ok(b)) => a == b,
                     _ => false,
                 };
                 (!same).then_some("modified")
             }
             (true, false) => Some("added"),
-            (false, true) => Some("deleted"),
+            (false, true) if !file.starts_with("solutions/") => Some("deleted"),
             _ => None,
         };
         if let Some(what) = what {
