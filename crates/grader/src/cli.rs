@@ -2,10 +2,13 @@
 //! table and reports, `--hint`, `--watch`, `--expect`.
 //!
 //! The binary is `src/bin/grade.rs` (`cargo grade` is an alias for
-//! `cargo run --quiet -p grader --bin grade --`). With `--root STUDENT_CLONE` (from inside the
-//! teacher's repository) a student's clone is graded in a pristine tree (see [`crate::pristine`]);
-//! `--class DIR` grades a folder of clones in parallel (see [`crate::class`]); `--wrong` grades
-//! the known-wrong solutions (see [`crate::wrong`]).
+//! `cargo run --quiet -p grader --bin grade --`). Without options it grades the repository it is
+//! run in, by the tests' own assertions: a student grading themselves ([`crate::runner`]). A
+//! teacher's modes are judged ([`crate::grading`]: sandboxed, verdicts from observations compared
+//! with the reference solutions'): `--root STUDENT_CLONE` (from inside the teacher's repository)
+//! grades one submission, `--class DIR` a folder of them in parallel ([`crate::class`]),
+//! `--wrong` the references and the known-wrong solutions ([`crate::wrong`]), and
+//! `--record-expected FILE` records the reference solutions' observations for grading elsewhere.
 //!
 //! ```no_run
 //! grader::cli::main(); // reads std::env::args and exits with the grade's status

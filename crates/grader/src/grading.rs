@@ -130,6 +130,9 @@ pub struct Grading<'a> {
     pub expected: Expected,
     /// The judge's private folder.
     pub work: PathBuf,
+    /// Held while the run lasts: two runs building into one target folder take turns rather
+    /// than share the staged handout and the slots.
+    _lock: std::fs::File,
 }
 
 impl<'a> Grading<'a> {
@@ -143,6 +146,12 @@ impl<'a> Grading<'a> {
     ) -> Result<Self> {
         let work = work_dir(target);
         private_dir(&work)?;
+        let lock_path = work.join("lock");
+        let lock = std::fs::File::create(&lock_path).map_err(|e| GradeError::io(&lock_path, e))?;
+        if lock.try_lock().is_err() {
+            progress.line("another grading run uses this target folder; waiting for it to end");
+            lock.lock().map_err(|e| GradeError::io(&lock_path, e))?;
+        }
         let handout = handout::prepare(
             catalog,
             selected,
@@ -159,6 +168,7 @@ impl<'a> Grading<'a> {
             settings,
             expected: Expected::new(0, digest.clone()),
             work,
+            _lock: lock,
         };
         grading.expected = match &grading.settings.expected {
             Some(file) => {

@@ -190,7 +190,7 @@ fn ignore_rules(teacher: &Path) -> ignore::gitignore::Gitignore {
 }
 
 /// The files under `dir` (`/`-separated, relative), links and special files included as
-/// entries, folders in [`SKIPPED`] and paths `rules` ignore left out, at most
+/// entries, build output, `.git`, Python environments and editor folders, and paths `rules` ignore left out, at most
 /// [`MAX_LISTED_FILES`]. Nothing is executed: the folder may be a student's.
 pub fn list_files(dir: &Path, rules: &ignore::gitignore::Gitignore) -> BTreeSet<String> {
     let mut files = BTreeSet::new();
