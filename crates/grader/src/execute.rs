@@ -32,6 +32,8 @@ pub struct Settings {
     pub wall: Duration,
     /// The interpreter tests may run, if the teacher named one.
     pub python: Option<Python>,
+    /// Device files the tests may use (a GPU's).
+    pub devices: Vec<PathBuf>,
 }
 
 /// The arguments that run graded test `name` of a harness alone.
@@ -79,6 +81,7 @@ pub fn run(
         }
         jail.env(PYTHON_ENV, python.executable.to_string_lossy());
     }
+    jail.devices = settings.devices.clone();
     jail.cwd = crate_dir;
     Ok(confinement.run(&jail, &program, args)?)
 }

@@ -407,6 +407,17 @@ impl<'a> Grading<'a> {
                 .time_limit
                 .unwrap_or(Duration::from_secs(exercise.time_limit_secs())),
             python: self.settings.python.clone(),
+            // Grading on the GPU (`--features cuda`): its device files pass into the sandbox.
+            devices: if self
+                .settings
+                .features
+                .as_deref()
+                .is_some_and(|f| f.contains("cuda"))
+            {
+                crate::sandbox::gpu_devices()
+            } else {
+                Vec::new()
+            },
         };
         let mut programs: BTreeMap<String, Compiled> = BTreeMap::new();
         let mut observed = Vec::new();
