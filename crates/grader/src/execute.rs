@@ -8,7 +8,7 @@
 //! `/tmp` only. The environment is exactly that: no variable of the teacher's reaches it.
 //!
 //! ```
-//! assert_eq!(grader::execute::harness_args("adds"), ["grade::adds", "--exact", "--test-threads", "1"]);
+//! assert_eq!(grader::execute::harness_args("grade::adds"), ["grade::adds", "--exact", "--test-threads", "1"]);
 //! ```
 
 use crate::catalog::Exercise;
@@ -36,10 +36,10 @@ pub struct Settings {
     pub devices: Vec<PathBuf>,
 }
 
-/// The arguments that run graded test `name` of a harness alone.
-pub fn harness_args(name: &str) -> Vec<String> {
+/// The arguments that run the test at `path` of a harness (`grade::adds`) alone.
+pub fn harness_args(path: &str) -> Vec<String> {
     vec![
-        format!("grade::{name}"),
+        path.to_string(),
         "--exact".into(),
         "--test-threads".into(),
         "1".into(),

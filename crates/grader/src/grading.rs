@@ -227,7 +227,7 @@ impl<'a> Grading<'a> {
         for exercise in &self.selected {
             let observed = self.observe(&slot, exercise, challenge)?;
             let mut logs = BTreeMap::new();
-            for (spec, what) in exercise.spec.tests.iter().zip(observed) {
+            for (spec, (path, what)) in exercise.spec.tests.iter().zip(observed) {
                 let log = match what {
                     Observed::Built => judge::built_log(),
                     Observed::NotBuilt(errors) => {
@@ -241,7 +241,7 @@ impl<'a> Grading<'a> {
                     Observed::Ran(run) => {
                         let log = Log::parse(&run.log.bytes);
                         if !log.done {
-                            let (_, why) = judge::verdict(&spec.name, &finished_log(), &run);
+                            let (_, why) = judge::verdict(&path, &finished_log(), &run);
                             return Err(GradeError::Reference(format!(
                                 "{} {}: the reference solution fails here, so every student would: {why}",
                                 exercise.id, spec.name
@@ -314,7 +314,7 @@ impl<'a> Grading<'a> {
         let observed = self.observe(slot, exercise, self.expected.challenge)?;
         let mut tests = Vec::new();
         let mut compile_error = None;
-        for (spec, what) in exercise.spec.tests.iter().zip(observed) {
+        for (spec, (path, what)) in exercise.spec.tests.iter().zip(observed) {
             let (status, message, ms) = match what {
                 Observed::NotBuilt(errors) => {
                     let first = compile::first_error(&errors);
@@ -348,7 +348,7 @@ impl<'a> Grading<'a> {
                                 exercise.id, spec.name
                             ))
                         })?;
-                    let (status, message) = judge::verdict(&spec.name, reference, &run);
+                    let (status, message) = judge::verdict(&path, reference, &run);
                     (status, message, run.wall.as_millis() as u64)
                 }
             };
@@ -386,8 +386,14 @@ impl<'a> Grading<'a> {
         })
     }
 
-    /// Stages 3 and 4 for one exercise on a filled slot: what each test came to, in order.
-    fn observe(&self, slot: &Slot, exercise: &Exercise, challenge: u64) -> Result<Vec<Observed>> {
+    /// Stages 3 and 4 for one exercise on a filled slot: each test's path in the harness and what
+    /// it came to, in order.
+    fn observe(
+        &self,
+        slot: &Slot,
+        exercise: &Exercise,
+        challenge: u64,
+    ) -> Result<Vec<(String, Observed)>> {
         let units = self.handout.units.get(&exercise.id).ok_or_else(|| {
             GradeError::Handout(format!("{} was not built with the handout", exercise.id))
         })?;
@@ -399,7 +405,32 @@ impl<'a> Grading<'a> {
             .unwrap_or_default()
             .to_string();
         let lib_crate = units.test.arg("--crate-name").map(str::to_string);
-        let harness = compile::compile(confinement, &self.handout, slot, &units.test, None, build)?;
+        // Hidden tests (`tests/hidden.rs`) are compiled into the harness through a crate root of
+        // the judge's, which holds the exercise's library as a module: `exercise::grade::*` and
+        // `hidden::*`. Nothing of the student's or the handout's files changes.
+        let hidden = exercise.spec.tests.iter().any(|t| t.hidden);
+        let mut unit = units.test.clone();
+        if hidden {
+            let src = format!("exercises/{}/src", exercise.path);
+            let root = slot.tree.join(&src).join(JUDGE_ROOT);
+            std::fs::write(
+                &root,
+                "#[path = \"lib.rs\"]\nmod exercise;\npub use exercise::*;\n#[cfg(test)]\n#[path = \"../tests/hidden.rs\"]\nmod hidden;\n",
+            )
+            .map_err(|e| GradeError::io(&root, e))?;
+            let lib = format!("{src}/lib.rs");
+            for arg in &mut unit.args {
+                if *arg == lib {
+                    *arg = format!("{src}/{JUDGE_ROOT}");
+                }
+            }
+        }
+        let path_of = |spec: &crate::catalog::TestSpec| match (spec.hidden, hidden) {
+            (true, _) => format!("hidden::{}", spec.name),
+            (false, true) => format!("exercise::grade::{}", spec.name),
+            (false, false) => format!("grade::{}", spec.name),
+        };
+        let harness = compile::compile(confinement, &self.handout, slot, &unit, None, build)?;
         let run_settings = execute::Settings {
             challenge,
             wall: self
@@ -422,7 +453,7 @@ impl<'a> Grading<'a> {
         let mut programs: BTreeMap<String, Compiled> = BTreeMap::new();
         let mut observed = Vec::new();
         for spec in &exercise.spec.tests {
-            observed.push(match &spec.program {
+            let what = match &spec.program {
                 None => match &harness {
                     Compiled::Failed(errors) => Observed::NotBuilt(errors.clone()),
                     Compiled::Built(binary) => Observed::Ran(execute::run(
@@ -431,7 +462,7 @@ impl<'a> Grading<'a> {
                         exercise,
                         &package,
                         binary,
-                        &execute::harness_args(&spec.name),
+                        &execute::harness_args(&path_of(spec)),
                         &run_settings,
                     )?),
                 },
@@ -464,11 +495,15 @@ impl<'a> Grading<'a> {
                         )?),
                     }
                 }
-            });
+            };
+            observed.push((path_of(spec), what));
         }
         Ok(observed)
     }
 }
+
+/// The crate root the judge writes beside an exercise's `lib.rs` when it has hidden tests.
+const JUDGE_ROOT: &str = "__judge_root.rs";
 
 /// A reference log with nothing but the end: what a reference's own run is judged against to
 /// explain why it did not finish.

@@ -153,6 +153,73 @@ pub fn read(name: &str, dir: &Path, catalog: &Catalog, teacher: Option<&Path>) -
     submission
 }
 
+/// Reads a submission of loose files (as uploaded to Gradescope: only the edited files, flat or
+/// in folders): each edit file is the one at its full path, else the only one whose path ends
+/// with `<chapter>/<exercise>/<file>`, `<file>` (`src/x.rs`) or its name (`x.rs`). Files that
+/// match nothing are graded as the stub; a name that matches several files is refused.
+pub fn read_loose(name: &str, dir: &Path, catalog: &Catalog) -> Submission {
+    let mut submission = Submission {
+        name: name.to_string(),
+        dir: dir.to_path_buf(),
+        ..Default::default()
+    };
+    let present: Vec<String> = list_files(dir, &ignore::gitignore::Gitignore::empty())
+        .into_iter()
+        .collect();
+    for exercise in &catalog.exercises {
+        for file in &exercise.spec.edit {
+            let rel = format!("exercises/{}/{file}", exercise.path);
+            let base = file.rsplit('/').next().unwrap_or(file);
+            let tries = [
+                rel.clone(),
+                format!("{}/{file}", exercise.path),
+                file.clone(),
+                base.to_string(),
+            ];
+            let mut chosen = None;
+            for suffix in &tries {
+                let hits: Vec<&String> = present
+                    .iter()
+                    .filter(|p| *p == suffix || p.ends_with(&format!("/{suffix}")))
+                    .collect();
+                match hits.as_slice() {
+                    [] => continue,
+                    [one] => {
+                        chosen = Some(Ok((*one).clone()));
+                        break;
+                    }
+                    many => {
+                        chosen = Some(Err(format!(
+                            "{rel}: {} files could be it ({}); submit it at its path",
+                            many.len(),
+                            many.iter()
+                                .map(|m| m.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )));
+                        break;
+                    }
+                }
+            }
+            match chosen {
+                None => submission
+                    .refused
+                    .push(format!("{rel}: missing, so the stub was graded")),
+                Some(Err(why)) => submission.refused.push(why),
+                Some(Ok(found)) => match read_regular(dir, &found) {
+                    Ok(bytes) => {
+                        submission.files.insert(rel, bytes);
+                    }
+                    Err(why) => submission
+                        .refused
+                        .push(format!("{rel} ({found}): {why}; the stub was graded")),
+                },
+            }
+        }
+    }
+    submission
+}
+
 /// Every file an exercise asks students to edit, from the repository root.
 pub fn edit_files(catalog: &Catalog) -> BTreeSet<String> {
     catalog

@@ -410,10 +410,12 @@ fn a_class_is_graded_from_the_edited_files_only() {
     );
     let csv = std::fs::read_to_string(reports.join("summary.csv")).unwrap();
     assert!(
-        csv.starts_with("student,01-1,total,max_points,ignored_files,refused_files,error\n"),
+        csv.starts_with(
+            "student,name,email,status,01-1,total,max_points,late,commit,ignored_files,refused_files,error\n"
+        ),
         "{csv}"
     );
-    assert!(csv.contains("\nalice,4,4,4,,,\n"), "{csv}");
+    assert!(csv.contains("\nalice,,,graded,4,4,4,,,,,\n"), "{csv}");
     let bob_report = report(reports.join("students/bob.json"));
     assert_eq!(test_named(&bob_report, "adds")["status"], "failed");
     // The stub's own assertion is quoted, as the student's words, not the verdict.

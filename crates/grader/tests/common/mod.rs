@@ -242,7 +242,7 @@ pub fn row(summary: &Value, name: &str) -> Value {
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["student"] == name)
+        .find(|s| s["name"] == name)
         .unwrap_or_else(|| panic!("no row for {name}: {summary}"))
         .clone()
 }
