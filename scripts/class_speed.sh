@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# teacher-only: left out of the students' handout (cargo grade --make-handout).
 # Times `cargo grade --class` on a class made from this checkout: N students (default 8), each a
 # copy of the handout (the tracked files without solutions/), every other one with the reference
 # solutions of the selected exercises copied into their edit files, the rest with the stubs.

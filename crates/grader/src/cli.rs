@@ -148,6 +148,16 @@ struct Cli {
     /// solutions/, no hidden tests, no history, its own checksums, CI and lock file.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["class", "root", "wrong", "watch", "record_expected"])]
     make_handout: Option<PathBuf>,
+    /// With --make-handout: add GitHub Classroom's autograding workflow
+    /// (.github/workflows/classroom.yml), which runs the judge of your private repository.
+    #[arg(long, requires = "make_handout")]
+    classroom_workflow: bool,
+    /// Write the judge bundle to DIR (a new folder; keep it private): the handout with the hidden
+    /// tests, expected.json (the reference solutions' observations, recorded now), and
+    /// Gradescope's setup.sh and run_autograder. Grade elsewhere from it: a classroom service's
+    /// CI, or zip it as Gradescope's autograder.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["class", "root", "wrong", "watch", "record_expected", "make_handout"])]
+    make_judge: Option<PathBuf>,
     /// For CI: `fail` checks every stub compiles and fails every test; `pass` checks full marks.
     #[arg(long, value_enum)]
     expect: Option<Expect>,
@@ -197,8 +207,30 @@ fn run(cli: Cli) -> Result<i32> {
     if let Some(dest) = &cli.make_handout {
         let teacher = teacher.context("--make-handout needs the teacher's repository: run it inside one, or pass --pristine DIR")?;
         let catalog = Catalog::load(&teacher)?;
-        let made = crate::handout_export::make(&catalog, dest)?;
+        let kind = crate::handout_export::Kind::Handout {
+            classroom_workflow: cli.classroom_workflow,
+        };
+        let made = crate::handout_export::make(&catalog, dest, kind)?;
         println!("{made}");
+        return Ok(0);
+    }
+    if let Some(dest) = &cli.make_judge {
+        let teacher = teacher.context("--make-judge needs the teacher's repository: run it inside one, or pass --pristine DIR")?;
+        let catalog = Catalog::load(&teacher)?;
+        let made = crate::handout_export::make(&catalog, dest, crate::handout_export::Kind::Judge)?;
+        // The expected values, recorded from the solutions here; the bundle has none of them.
+        let target = target_dir(here.as_deref().unwrap_or(&teacher));
+        let selected: Vec<&Exercise> = catalog.exercises.iter().collect();
+        let mut settings = Settings::with(confinement(&cli)?);
+        settings.time_limit = cli.time_limit.map(Duration::from_secs);
+        settings.python = crate::python::Python::from_env(&teacher);
+        let grading = Grading::prepare(&catalog, &selected, &target, settings, &Progress::live())?;
+        let expected = dest.join("expected.json");
+        grading.expected.save(&expected)?;
+        println!(
+            "{made}\nexpected values: {} (the answer key: keep the bundle private)",
+            expected.display()
+        );
         return Ok(0);
     }
     let judged = cli.class.is_some() || cli.wrong || cli.record_expected.is_some();

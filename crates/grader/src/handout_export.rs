@@ -62,7 +62,7 @@ impl std::fmt::Display for Made {
             if self.lock_trimmed {
                 ""
             } else {
-                "; Cargo.lock still lists the solution packages (cargo metadata failed offline)"
+                "; no Cargo.lock"
             }
         )?;
         writeln!(f, "left out:")?;
@@ -154,9 +154,30 @@ const TEACHERS_PAGE: &str = "book/src/teachers.md";
 const TEACHERS_NOTE: &str = "# For teachers\n\nThis page (handing out the exercises, grading a class, the reports' formats) is in\nthe teacher's copy of the workbook. You grade yourself with `cargo grade`; see\n[exercises/README.md](../../exercises/README.md).\n";
 const STUDENT_CI: &str = "#!/usr/bin/env bash\n# CI of your copy of the workbook: the library's tests, then your grade (cargo grade exits\n# with 1 until every exercise has full marks; its report is target/grade/report.json).\nset -euo pipefail\ncd \"$(dirname \"$0\")/..\"\ncargo test\ncargo grade\n";
 
-/// Makes the handout of `catalog`'s repository in `dest` (see the module's documentation).
-pub fn make(catalog: &Catalog, dest: &Path) -> Result<Made> {
-    let root = &catalog.root;
+/// What to make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The students' handout, with GitHub Classroom's workflow if asked.
+    Handout {
+        /// Write `.github/workflows/classroom.yml`.
+        classroom_workflow: bool,
+    },
+    /// The teacher's judge bundle for grading elsewhere (a private repository, Gradescope's
+    /// autograder zip): the handout with the hidden tests kept, Gradescope's `setup.sh` and
+    /// `run_autograder`; the caller records `expected.json` into it.
+    Judge,
+}
+
+/// GitHub Classroom's workflow for the handout.
+pub const CLASSROOM_WORKFLOW: &str = include_str!("../templates/classroom.yml");
+/// Gradescope's set-up script, for the judge bundle.
+pub const GRADESCOPE_SETUP: &str = include_str!("../templates/gradescope-setup.sh");
+/// Gradescope's entry point, for the judge bundle.
+pub const GRADESCOPE_RUN: &str = include_str!("../templates/gradescope-run_autograder");
+
+/// Makes the handout (or the judge bundle) of `catalog`'s repository in `dest` (see the
+/// module's documentation).
+pub fn make(catalog: &Catalog, dest: &Path, kind: Kind) -> Result<Made> {
     if dest.exists()
         && std::fs::read_dir(dest)
             .map_err(|e| GradeError::io(dest, e))?
@@ -168,6 +189,45 @@ pub fn make(catalog: &Catalog, dest: &Path) -> Result<Made> {
             dest.display()
         )));
     }
+    let staging = staging_dir(dest)?;
+    match fill(catalog, &staging, kind) {
+        Ok(mut made) => {
+            if dest.exists() {
+                std::fs::remove_dir(dest).map_err(|e| GradeError::io(dest, e))?;
+            }
+            std::fs::rename(&staging, dest).map_err(|e| GradeError::io(dest, e))?;
+            made.dir = dest.to_path_buf();
+            Ok(made)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            Err(e)
+        }
+    }
+}
+
+/// A new folder beside `dest`, so that the handout appears whole or not at all.
+fn staging_dir(dest: &Path) -> Result<PathBuf> {
+    let parent = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).map_err(|e| GradeError::io(&parent, e))?;
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "handout".into());
+    let staging = parent.join(format!(".{name}.partial-{}", std::process::id()));
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(|e| GradeError::io(&staging, e))?;
+    }
+    std::fs::create_dir(&staging).map_err(|e| GradeError::io(&staging, e))?;
+    Ok(staging)
+}
+
+/// Writes the handout into `dest`, an empty folder.
+fn fill(catalog: &Catalog, dest: &Path, kind: Kind) -> Result<Made> {
+    let root = &catalog.root;
     let hidden_files: BTreeSet<String> = catalog
         .exercises
         .iter()
@@ -182,7 +242,7 @@ pub fn make(catalog: &Catalog, dest: &Path) -> Result<Made> {
             Some("the teacher's CI (the handout has its own)")
         } else if rel.starts_with("target/") {
             Some("build output")
-        } else if hidden_files.contains(&rel) {
+        } else if hidden_files.contains(&rel) && kind != Kind::Judge {
             Some("hidden tests")
         } else if rel == "crates/grader/checksums.txt" {
             Some("made anew for the handout")
@@ -199,13 +259,36 @@ pub fn make(catalog: &Catalog, dest: &Path) -> Result<Made> {
             left_out.insert(format!("{rel}: marked teacher-only"));
             continue;
         }
-        let bytes = transform(&rel, bytes);
+        let bytes = transform(&rel, bytes, kind);
         write_atomically(&dest.join(&rel), &bytes)?;
         copy_mode(&path, &dest.join(&rel));
         written += 1;
     }
     write_atomically(&dest.join(".ci/run"), STUDENT_CI.as_bytes())?;
     set_executable(&dest.join(".ci/run"));
+    let mut extra = 2;
+    match kind {
+        Kind::Handout {
+            classroom_workflow: true,
+        } => {
+            write_atomically(
+                &dest.join(".github/workflows/classroom.yml"),
+                CLASSROOM_WORKFLOW.as_bytes(),
+            )?;
+            extra += 1;
+        }
+        Kind::Handout { .. } => {}
+        Kind::Judge => {
+            for (name, text) in [
+                ("setup.sh", GRADESCOPE_SETUP),
+                ("run_autograder", GRADESCOPE_RUN),
+            ] {
+                write_atomically(&dest.join(name), text.as_bytes())?;
+                set_executable(&dest.join(name));
+            }
+            extra += 2;
+        }
+    }
     // The handout's graded files, with its own checksums (hidden tests gone from exercise.toml).
     let handout = Catalog::load(dest)?;
     let sums = crate::integrity::compute(&handout)?;
@@ -213,26 +296,44 @@ pub fn make(catalog: &Catalog, dest: &Path) -> Result<Made> {
         &dest.join("crates/grader/checksums.txt"),
         crate::integrity::render(&sums).as_bytes(),
     )?;
-    let lock_trimmed = crate::cargo::command()
-        .args([
-            "metadata",
-            "--offline",
-            "--format-version",
-            "1",
-            "--manifest-path",
-        ])
-        .arg(dest.join("Cargo.toml"))
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let lock_trimmed = trim_lock(catalog, &dest.join("Cargo.lock"))?;
     check_no_mentions(dest)?;
     let committed = commit(dest);
     Ok(Made {
         dir: dest.to_path_buf(),
-        files: written + 2,
+        files: written + extra,
         left_out: left_out.into_iter().collect(),
         committed,
         lock_trimmed,
     })
+}
+
+/// Removes the solution packages from the handout's `Cargo.lock` (nothing depends on them, so
+/// the rest is what Cargo would write: a student's first build leaves the file as it is).
+fn trim_lock(catalog: &Catalog, lock: &Path) -> Result<bool> {
+    let Ok(text) = std::fs::read_to_string(lock) else {
+        return Ok(false);
+    };
+    let mut solutions = BTreeSet::new();
+    for exercise in &catalog.exercises {
+        let dir = exercise.dir(&catalog.root, crate::catalog::Variant::Solutions);
+        if dir.join("Cargo.toml").is_file() {
+            solutions.insert(exercise.package(&catalog.root, crate::catalog::Variant::Solutions)?);
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    for block in text.split_inclusive("\n\n") {
+        let name = block
+            .lines()
+            .find_map(|l| l.strip_prefix("name = \""))
+            .map(|n| n.trim_end_matches('"'));
+        let is_package = block.trim_start().starts_with("[[package]]");
+        if !(is_package && name.is_some_and(|n| solutions.contains(n))) {
+            out.push_str(block);
+        }
+    }
+    write_atomically(lock, out.as_bytes())?;
+    Ok(true)
 }
 
 fn top(rel: &str) -> String {
@@ -244,7 +345,7 @@ fn top(rel: &str) -> String {
     }
 }
 
-fn transform(rel: &str, bytes: Vec<u8>) -> Vec<u8> {
+fn transform(rel: &str, bytes: Vec<u8>, kind: Kind) -> Vec<u8> {
     if rel == TEACHERS_PAGE {
         return TEACHERS_NOTE.as_bytes().to_vec();
     }
@@ -261,7 +362,7 @@ fn transform(rel: &str, bytes: Vec<u8>) -> Vec<u8> {
             })
             .map(|l| l.replace(", \"solutions/*/*\"", "") + "\n")
             .collect()
-    } else if rel.ends_with("exercise.toml") {
+    } else if rel.ends_with("exercise.toml") && kind != Kind::Judge {
         without_hidden(&text)
     } else if rel.ends_with(".md") || rel.ends_with(".ipynb") {
         strip_teacher_only(&text)

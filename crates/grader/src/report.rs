@@ -358,14 +358,35 @@ impl Report {
     }
 }
 
-/// Writes `bytes` to a temporary file beside `path`, then renames it over `path`.
+/// Writes `bytes` to a temporary file beside `path`, then renames it over `path`. A new file gets
+/// the mode the umask gives (as `cp` would), so reports can be shared as usual.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_with_mode(path, bytes, 0o666)
+}
+
+/// [`write_atomically`] for a file only its owner may read (an answer key).
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_with_mode(path, bytes, 0o600)
+}
+
+fn write_with_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
     std::fs::create_dir_all(dir).map_err(|e| GradeError::io(dir, e))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| GradeError::io(dir, e))?;
+    let mut builder = tempfile::Builder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // The kernel takes the umask off this mode when it creates the file.
+        builder.permissions(std::fs::Permissions::from_mode(mode));
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    let mut tmp = builder
+        .tempfile_in(dir)
+        .map_err(|e| GradeError::io(dir, e))?;
     tmp.write_all(bytes)
         .and_then(|_| tmp.as_file().sync_all())
         .map_err(|e| GradeError::io(path, e))?;
