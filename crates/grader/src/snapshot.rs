@@ -15,7 +15,7 @@
 //!
 //! ```
 //! let at = grader::snapshot::parse_deadline("2026-12-01T23:59:00+01:00").unwrap();
-//! assert_eq!(at, 1_764_629_940);
+//! assert_eq!(at, 1_796_165_940);
 //! assert!(grader::snapshot::parse_deadline("next friday").is_err());
 //! ```
 
