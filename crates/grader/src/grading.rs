@@ -225,7 +225,7 @@ impl<'a> Grading<'a> {
         )?;
         let mut expected = Expected::new(challenge, self.expected.digest.clone());
         for exercise in &self.selected {
-            let observed = self.observe(&slot, exercise, challenge)?;
+            let observed = self.observe(&slot, exercise, challenge, true)?;
             let mut logs = BTreeMap::new();
             for (spec, (path, what)) in exercise.spec.tests.iter().zip(observed) {
                 let log = match what {
@@ -284,7 +284,7 @@ impl<'a> Grading<'a> {
         )?;
         let mut outcomes = Vec::new();
         for exercise in exercises {
-            outcomes.push(self.grade_exercise(&slot, exercise, progress)?);
+            outcomes.push(self.grade_exercise(&slot, exercise, submission.reference, progress)?);
         }
         let mut report = Report::new(Variant::Exercises, Path::new(&submission.name), outcomes);
         report.root = submission.name.clone();
@@ -307,11 +307,12 @@ impl<'a> Grading<'a> {
         &self,
         slot: &Slot,
         exercise: &Exercise,
+        reference: bool,
         progress: &Progress,
     ) -> Result<ExerciseOutcome> {
         let started = Instant::now();
         progress.header(exercise);
-        let observed = self.observe(slot, exercise, self.expected.challenge)?;
+        let observed = self.observe(slot, exercise, self.expected.challenge, reference)?;
         let mut tests = Vec::new();
         let mut compile_error = None;
         for (spec, (path, what)) in exercise.spec.tests.iter().zip(observed) {
@@ -386,6 +387,50 @@ impl<'a> Grading<'a> {
         })
     }
 
+    /// Stage 3, once per submission and unit; a reference solution's builds are kept in the
+    /// judge's folder and reused while nothing they read changed (the handout, the reference's
+    /// files, the compiler run, the toolchain).
+    fn compile(
+        &self,
+        slot: &Slot,
+        unit: &crate::cargo::Invocation,
+        drop_extern: Option<&str>,
+        reference: bool,
+    ) -> Result<Compiled> {
+        let confinement = &self.settings.confinement;
+        let build = self.settings.build_limit;
+        if !reference {
+            return compile::compile(confinement, &self.handout, slot, unit, drop_extern, build);
+        }
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        for part in [
+            self.handout.key.as_str(),
+            slot.digest.as_str(),
+            &serde_json::to_string(unit).unwrap_or_default(),
+            drop_extern.unwrap_or_default(),
+            &self.handout.sysroot.to_string_lossy(),
+            &format!("{confinement:?}"),
+        ] {
+            hash.update(part.as_bytes());
+            hash.update([0]);
+        }
+        let key: String = format!("{:x}", hash.finalize()).chars().take(32).collect();
+        let dir = self.work.join("compiled").join(key);
+        let binary = dir.join("binary");
+        if binary.is_file() {
+            return Ok(Compiled::Built(binary));
+        }
+        let built = compile::compile(confinement, &self.handout, slot, unit, drop_extern, build)?;
+        if let Compiled::Built(fresh) = &built {
+            private_dir(&dir)?;
+            let partial = dir.join("binary.partial");
+            std::fs::copy(fresh, &partial).map_err(|e| GradeError::io(&partial, e))?;
+            std::fs::rename(&partial, &binary).map_err(|e| GradeError::io(&binary, e))?;
+        }
+        Ok(built)
+    }
+
     /// Stages 3 and 4 for one exercise on a filled slot: each test's path in the harness and what
     /// it came to, in order.
     fn observe(
@@ -393,12 +438,12 @@ impl<'a> Grading<'a> {
         slot: &Slot,
         exercise: &Exercise,
         challenge: u64,
+        reference: bool,
     ) -> Result<Vec<(String, Observed)>> {
         let units = self.handout.units.get(&exercise.id).ok_or_else(|| {
             GradeError::Handout(format!("{} was not built with the handout", exercise.id))
         })?;
         let confinement = &self.settings.confinement;
-        let build = self.settings.build_limit;
         let package = units
             .test
             .var("CARGO_PKG_NAME")
@@ -430,7 +475,7 @@ impl<'a> Grading<'a> {
             (false, true) => format!("exercise::grade::{}", spec.name),
             (false, false) => format!("grade::{}", spec.name),
         };
-        let harness = compile::compile(confinement, &self.handout, slot, &unit, None, build)?;
+        let harness = self.compile(slot, &unit, None, reference)?;
         let run_settings = execute::Settings {
             challenge,
             wall: self
@@ -471,14 +516,7 @@ impl<'a> Grading<'a> {
                         let unit = units.programs.get(name).ok_or_else(|| {
                             GradeError::Handout(format!("{}: no program {name}", exercise.id))
                         })?;
-                        let built = compile::compile(
-                            confinement,
-                            &self.handout,
-                            slot,
-                            unit,
-                            lib_crate.as_deref(),
-                            build,
-                        )?;
+                        let built = self.compile(slot, unit, lib_crate.as_deref(), reference)?;
                         programs.insert(name.clone(), built);
                     }
                     match (&programs[name], spec.build_only) {

@@ -123,6 +123,8 @@ pub struct Submission {
     /// What the student changed outside the edit files (`path: modified|added|deleted`): never
     /// compiled, listed for the teacher.
     pub ignored: Vec<String>,
+    /// The reference solution (trusted): its builds may be kept and reused across runs.
+    pub reference: bool,
 }
 
 /// Reads the edit files of every exercise of `catalog` from `dir`, and lists what else differs
