@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# teacher-only: left out of the students' handout (cargo grade --make-handout).
 # Mutation testing of the reference solutions: cargo-mutants mutates the files each exercise's
 # students edit (the `edit` list of its exercise.toml), in the solution, and runs that solution's
 # graded tests; a mutant that survives is a wrong solution the tests would accept. Slow (one

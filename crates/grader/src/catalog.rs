@@ -64,6 +64,11 @@ pub struct TestSpec {
     /// With `program`: the test is that it compiles (the compiler's verdict, confined).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub build_only: bool,
+    /// A teacher-only test: its code is in `tests/hidden.rs` (not `tests/grade.rs`), it is left
+    /// out of the handout (`--make-handout`), graded only by the judge, and its name and
+    /// messages are kept out of students' feedback until released (`--release-hidden`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hidden: bool,
 }
 
 /// One exercise of the catalogue.

@@ -2,10 +2,13 @@
 //! table and reports, `--hint`, `--watch`, `--expect`.
 //!
 //! The binary is `src/bin/grade.rs` (`cargo grade` is an alias for
-//! `cargo run --quiet -p grader --bin grade --`). With `--root STUDENT_CLONE` (from inside the
-//! teacher's repository) a student's clone is graded in a pristine tree (see [`crate::pristine`]);
-//! `--class DIR` grades a folder of clones in parallel (see [`crate::class`]); `--wrong` grades
-//! the known-wrong solutions (see [`crate::wrong`]).
+//! `cargo run --quiet -p grader --bin grade --`). Without options it grades the repository it is
+//! run in, by the tests' own assertions: a student grading themselves ([`crate::runner`]). A
+//! teacher's modes are judged ([`crate::grading`]: sandboxed, verdicts from observations compared
+//! with the reference solutions'): `--root STUDENT_CLONE` (from inside the teacher's repository)
+//! grades one submission, `--class DIR` a folder of them in parallel ([`crate::class`]),
+//! `--wrong` the references and the known-wrong solutions ([`crate::wrong`]), and
+//! `--record-expected FILE` records the reference solutions' observations for grading elsewhere.
 //!
 //! ```no_run
 //! grader::cli::main(); // reads std::env::args and exits with the grade's status
@@ -110,6 +113,51 @@ struct Cli {
     /// Judged modes: the challenge (default: drawn at random each run). For reproducing a run.
     #[arg(long, value_name = "N", hide = true)]
     challenge: Option<u64>,
+    /// With --class: the class list, a CSV with a header holding `id` (the student's folder
+    /// name) and optionally `name`, `email` and any columns an LMS needs. Every rostered student
+    /// gets a row (graded, no submission, not a workbook); folders it does not name are listed.
+    #[arg(long, value_name = "FILE")]
+    roster: Option<PathBuf>,
+    /// With --class or --root: grade each repository at its last commit before TIME (RFC 3339,
+    /// 2026-12-01T23:59:00+01:00, or @SECONDS), never its uncommitted files; reports record the
+    /// commit, its time and whether later commits exist (late). Commit times are the student's.
+    #[arg(long, value_name = "TIME")]
+    deadline: Option<String>,
+    /// With --class: grade only this student (their id) and rebuild the summary from every
+    /// student's report.
+    #[arg(long, value_name = "ID")]
+    student: Option<String>,
+    /// With --class or --root: also write `gradescope` (results.json per student),
+    /// `classroom` (GitHub Classroom's reporter payload per student) or `lms-csv` (a gradebook
+    /// CSV for the class, see --lms-identity). Repeatable.
+    #[arg(long, value_name = "FORMAT", value_parser = ["gradescope", "classroom", "lms-csv"])]
+    format: Vec<String>,
+    /// With --format lms-csv: the roster column that identifies students in the gradebook
+    /// (`id`, `email`, or any other column of the roster, e.g. "SIS User ID").
+    #[arg(long, value_name = "COLUMN", default_value = "id")]
+    lms_identity: String,
+    /// Put the names and messages of hidden (teacher-only) tests into the students' feedback
+    /// and exports.
+    #[arg(long)]
+    release_hidden: bool,
+    /// With --root: the folder holds only the edited files (as uploaded to Gradescope), not a
+    /// copy of the workbook; each edit file is found by its path or its name.
+    #[arg(long)]
+    loose: bool,
+    /// Write the students' handout to DIR (a new folder): a fresh Git repository, one commit, no
+    /// solutions/, no hidden tests, no history, its own checksums, CI and lock file.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["class", "root", "wrong", "watch", "record_expected"])]
+    make_handout: Option<PathBuf>,
+    /// With --make-handout: add GitHub Classroom's autograding workflow
+    /// (.github/workflows/classroom.yml), which runs the judge of your private repository.
+    #[arg(long, requires = "make_handout")]
+    classroom_workflow: bool,
+    /// Write the judge bundle to DIR (a new folder; keep it private): the handout with the hidden
+    /// tests, expected.json (the reference solutions' observations, recorded now), and
+    /// Gradescope's setup.sh and run_autograder. Grade elsewhere from it: a classroom service's
+    /// CI, or zip it as Gradescope's autograder.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["class", "root", "wrong", "watch", "record_expected", "make_handout"])]
+    make_judge: Option<PathBuf>,
     /// For CI: `fail` checks every stub compiles and fails every test; `pass` checks full marks.
     #[arg(long, value_enum)]
     expect: Option<Expect>,
@@ -156,8 +204,41 @@ fn run(cli: Cli) -> Result<i32> {
         ),
         None => here.clone(),
     };
+    if let Some(dest) = &cli.make_handout {
+        let teacher = teacher.context("--make-handout needs the teacher's repository: run it inside one, or pass --pristine DIR")?;
+        let catalog = Catalog::load(&teacher)?;
+        let kind = crate::handout_export::Kind::Handout {
+            classroom_workflow: cli.classroom_workflow,
+        };
+        let made = crate::handout_export::make(&catalog, dest, kind)?;
+        println!("{made}");
+        return Ok(0);
+    }
+    if let Some(dest) = &cli.make_judge {
+        let teacher = teacher.context("--make-judge needs the teacher's repository: run it inside one, or pass --pristine DIR")?;
+        let catalog = Catalog::load(&teacher)?;
+        let made = crate::handout_export::make(&catalog, dest, crate::handout_export::Kind::Judge)?;
+        // The expected values, recorded from the solutions here; the bundle has none of them.
+        let target = target_dir(here.as_deref().unwrap_or(&teacher));
+        let selected: Vec<&Exercise> = catalog.exercises.iter().collect();
+        let mut settings = Settings::with(confinement(&cli)?);
+        settings.time_limit = cli.time_limit.map(Duration::from_secs);
+        settings.python = crate::python::Python::from_env(&teacher);
+        let grading = Grading::prepare(&catalog, &selected, &target, settings, &Progress::live())?;
+        let expected = dest.join("expected.json");
+        grading.expected.save(&expected)?;
+        println!(
+            "{made}\nexpected values: {} (the answer key: keep the bundle private)",
+            expected.display()
+        );
+        return Ok(0);
+    }
     let judged = cli.class.is_some() || cli.wrong || cli.record_expected.is_some();
     let student = match &cli.root {
+        Some(r) if cli.loose => Some(
+            r.canonicalize()
+                .with_context(|| format!("--root {}: no such folder", r.display()))?,
+        ),
         Some(r) => Some(student_root(r)?),
         None => None,
     };
@@ -261,6 +342,20 @@ fn student_root(dir: &Path) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// The exports `--format` asks for.
+fn formats(cli: &Cli) -> Result<Vec<class::Format>> {
+    cli.format
+        .iter()
+        .map(|f| {
+            Ok(match f.as_str() {
+                "gradescope" => class::Format::Gradescope,
+                "classroom" => class::Format::Classroom,
+                _ => class::Format::LmsCsv(cli.lms_identity.parse().map_err(anyhow::Error::msg)?),
+            })
+        })
+        .collect()
+}
+
 /// The sandbox the judged modes use: bubblewrap, or none with `--unsafe-no-sandbox`.
 fn confinement(cli: &Cli) -> Result<Confinement> {
     if cli.unsafe_no_sandbox {
@@ -296,16 +391,33 @@ fn judged_run(cli: &Cli, teacher: &Path, target: &Path, student: Option<&Path>) 
     if cli.wrong {
         return wrong::run(&grading, &target.join("grade/wrong.json"), &progress);
     }
+    let deadline = cli
+        .deadline
+        .as_deref()
+        .map(crate::snapshot::parse_deadline)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let formats = formats(cli)?;
     if let Some(dir) = &cli.class {
         let reports = cli
             .reports
             .clone()
             .unwrap_or_else(|| target.join("grade/class"));
+        let roster = cli
+            .roster
+            .as_deref()
+            .map(crate::roster::Roster::load)
+            .transpose()?;
         return class::grade_class(&class::ClassJob {
             grading: &grading,
             class_dir: dir,
             jobs: cli.jobs.max(1),
             reports: &reports,
+            roster: roster.as_ref(),
+            deadline,
+            only: cli.student.as_deref(),
+            formats: &formats,
+            release_hidden: cli.release_hidden,
         });
     }
     let student = student.context("nothing to grade")?;
@@ -315,8 +427,23 @@ fn judged_run(cli: &Cli, teacher: &Path, target: &Path, student: Option<&Path>) 
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "student".into()),
     );
-    let submission = submission::read(&name, student, &catalog, Some(&grading.handout.tree));
-    let report = grading.grade(&submission, 0, &progress)?;
+    let (submission, snapshot) = if cli.loose {
+        (submission::read_loose(&name, student, &catalog), None)
+    } else {
+        let checkout = grading.work.join("checkouts").join("root");
+        let (tree, snapshot) =
+            crate::snapshot::take(&grading.settings.confinement, student, deadline, &checkout)?;
+        (
+            submission::read(&name, &tree, &catalog, Some(&catalog.root)),
+            Some(snapshot),
+        )
+    };
+    let mut report = grading.grade(&submission, 0, &progress)?;
+    report.submission = Some(crate::report::SubmissionState {
+        status: crate::report::SubmissionStatus::Graded,
+        found_in: None,
+        snapshot,
+    });
     let json = cli
         .json
         .clone()
@@ -326,6 +453,26 @@ fn judged_run(cli: &Cli, teacher: &Path, target: &Path, student: Option<&Path>) 
         .clone()
         .unwrap_or_else(|| json.with_extension("xml"));
     publish_report(teacher, &report, &json, &junit)?;
+    let hidden = class::hidden_tests(&grading);
+    for format in &formats {
+        let (suffix, value) = match format {
+            class::Format::Gradescope => (
+                "gradescope",
+                crate::exports::gradescope(&report, &hidden, cli.release_hidden),
+            ),
+            class::Format::Classroom => (
+                "classroom",
+                crate::exports::classroom(&report, &hidden, cli.release_hidden),
+            ),
+            class::Format::LmsCsv(_) => bail!("--format lms-csv is for a class (--class)"),
+        };
+        let path = json.with_extension(format!("{suffix}.json"));
+        write_atomically(
+            &path,
+            (serde_json::to_string_pretty(&value)? + "\n").as_bytes(),
+        )?;
+        println!("{suffix}: {}", path.display());
+    }
     Ok(exit_code(&report, cli.expect))
 }
 

@@ -11,11 +11,12 @@
 //! ```
 //! use grader::compile::rewrite_args;
 //! let args: Vec<String> = ["--out-dir", "/t/debug/deps", "-C", "incremental=/t/i", "-L",
-//!     "dependency=/t/debug/deps", "--json=diagnostic-rendered-ansi", "--test"]
+//!     "dependency=/t/debug/deps", "--json=diagnostic-rendered-ansi", "-C", "debuginfo=2", "--test"]
 //!     .map(String::from).to_vec();
 //! let moved = rewrite_args(&args, &[("/t/debug/deps".into(), "/judge/deps".into())],
 //!     "/judge/out", None);
-//! assert_eq!(moved, ["--out-dir", "/judge/out", "-L", "dependency=/judge/deps", "--test"]);
+//! assert_eq!(moved, ["--out-dir", "/judge/out", "-L", "dependency=/judge/deps",
+//!     "-C", "debuginfo=0", "-C", "strip=debuginfo", "--test"]);
 //! ```
 
 use crate::cargo::Invocation;
@@ -141,7 +142,9 @@ fn rewrite(value: &str, moves: &[(String, String)]) -> String {
 }
 
 /// The recorded arguments, replayed elsewhere: paths moved, output to `out`, no incremental
-/// cache, plain (uncoloured) diagnostics, and without `--extern drop_extern=...`.
+/// cache, plain (uncoloured) diagnostics, no debug information (the judge reads no backtrace,
+/// and a test binary with its dependencies' debug information is 200 MB to write and link), and
+/// without `--extern drop_extern=...`.
 pub fn rewrite_args(
     args: &[String],
     moves: &[(String, String)],
@@ -160,6 +163,11 @@ pub fn rewrite_args(
                 continue;
             }
             "-C" if next.is_some_and(|n| n.starts_with("incremental=")) => {
+                i += 2;
+                continue;
+            }
+            "-C" if next.is_some_and(|n| n.starts_with("debuginfo=")) => {
+                result.extend(["-C", "debuginfo=0", "-C", "strip=debuginfo"].map(String::from));
                 i += 2;
                 continue;
             }

@@ -52,6 +52,12 @@ pub enum GradeError {
     /// A reference solution does not pass here: grading would fail every student.
     #[error("{0}. Fix the grading machine (or the exercise) first; the reference solutions must score full marks here")]
     Reference(String),
+    /// A roster that cannot be read.
+    #[error("the roster: {0}")]
+    Roster(String),
+    /// A submission that cannot be taken (its repository, its archive).
+    #[error("the submission: {0}")]
+    Submission(String),
     /// The sandbox cannot be used.
     #[error(transparent)]
     Sandbox(#[from] crate::sandbox::SandboxError),

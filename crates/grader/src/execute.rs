@@ -8,7 +8,7 @@
 //! `/tmp` only. The environment is exactly that: no variable of the teacher's reaches it.
 //!
 //! ```
-//! assert_eq!(grader::execute::harness_args("adds"), ["grade::adds", "--exact", "--test-threads", "1"]);
+//! assert_eq!(grader::execute::harness_args("grade::adds"), ["grade::adds", "--exact", "--test-threads", "1"]);
 //! ```
 
 use crate::catalog::Exercise;
@@ -32,12 +32,14 @@ pub struct Settings {
     pub wall: Duration,
     /// The interpreter tests may run, if the teacher named one.
     pub python: Option<Python>,
+    /// Device files the tests may use (a GPU's).
+    pub devices: Vec<PathBuf>,
 }
 
-/// The arguments that run graded test `name` of a harness alone.
-pub fn harness_args(name: &str) -> Vec<String> {
+/// The arguments that run the test at `path` of a harness (`grade::adds`) alone.
+pub fn harness_args(path: &str) -> Vec<String> {
     vec![
-        format!("grade::{name}"),
+        path.to_string(),
         "--exact".into(),
         "--test-threads".into(),
         "1".into(),
@@ -79,6 +81,7 @@ pub fn run(
         }
         jail.env(PYTHON_ENV, python.executable.to_string_lossy());
     }
+    jail.devices = settings.devices.clone();
     jail.cwd = crate_dir;
     Ok(confinement.run(&jail, &program, args)?)
 }

@@ -74,7 +74,7 @@ impl Expected {
     /// Writes it atomically, readable by its owner only.
     pub fn save(&self, path: &Path) -> Result<()> {
         let json = serde_json::to_string(self).map_err(|e| GradeError::Expected(e.to_string()))?;
-        crate::report::write_atomically(path, json.as_bytes())
+        crate::report::write_private(path, json.as_bytes())
     }
 }
 

@@ -130,6 +130,9 @@ pub struct Grading<'a> {
     pub expected: Expected,
     /// The judge's private folder.
     pub work: PathBuf,
+    /// Held while the run lasts: two runs building into one target folder take turns rather
+    /// than share the staged handout and the slots.
+    _lock: std::fs::File,
 }
 
 impl<'a> Grading<'a> {
@@ -143,6 +146,12 @@ impl<'a> Grading<'a> {
     ) -> Result<Self> {
         let work = work_dir(target);
         private_dir(&work)?;
+        let lock_path = work.join("lock");
+        let lock = std::fs::File::create(&lock_path).map_err(|e| GradeError::io(&lock_path, e))?;
+        if lock.try_lock().is_err() {
+            progress.line("another grading run uses this target folder; waiting for it to end");
+            lock.lock().map_err(|e| GradeError::io(&lock_path, e))?;
+        }
         let handout = handout::prepare(
             catalog,
             selected,
@@ -159,6 +168,7 @@ impl<'a> Grading<'a> {
             settings,
             expected: Expected::new(0, digest.clone()),
             work,
+            _lock: lock,
         };
         grading.expected = match &grading.settings.expected {
             Some(file) => {
@@ -215,9 +225,9 @@ impl<'a> Grading<'a> {
         )?;
         let mut expected = Expected::new(challenge, self.expected.digest.clone());
         for exercise in &self.selected {
-            let observed = self.observe(&slot, exercise, challenge)?;
+            let observed = self.observe(&slot, exercise, challenge, true)?;
             let mut logs = BTreeMap::new();
-            for (spec, what) in exercise.spec.tests.iter().zip(observed) {
+            for (spec, (path, what)) in exercise.spec.tests.iter().zip(observed) {
                 let log = match what {
                     Observed::Built => judge::built_log(),
                     Observed::NotBuilt(errors) => {
@@ -231,7 +241,7 @@ impl<'a> Grading<'a> {
                     Observed::Ran(run) => {
                         let log = Log::parse(&run.log.bytes);
                         if !log.done {
-                            let (_, why) = judge::verdict(&spec.name, &finished_log(), &run);
+                            let (_, why) = judge::verdict(&path, &finished_log(), &run);
                             return Err(GradeError::Reference(format!(
                                 "{} {}: the reference solution fails here, so every student would: {why}",
                                 exercise.id, spec.name
@@ -274,7 +284,7 @@ impl<'a> Grading<'a> {
         )?;
         let mut outcomes = Vec::new();
         for exercise in exercises {
-            outcomes.push(self.grade_exercise(&slot, exercise, progress)?);
+            outcomes.push(self.grade_exercise(&slot, exercise, submission.reference, progress)?);
         }
         let mut report = Report::new(Variant::Exercises, Path::new(&submission.name), outcomes);
         report.root = submission.name.clone();
@@ -297,14 +307,15 @@ impl<'a> Grading<'a> {
         &self,
         slot: &Slot,
         exercise: &Exercise,
+        reference: bool,
         progress: &Progress,
     ) -> Result<ExerciseOutcome> {
         let started = Instant::now();
         progress.header(exercise);
-        let observed = self.observe(slot, exercise, self.expected.challenge)?;
+        let observed = self.observe(slot, exercise, self.expected.challenge, reference)?;
         let mut tests = Vec::new();
         let mut compile_error = None;
-        for (spec, what) in exercise.spec.tests.iter().zip(observed) {
+        for (spec, (path, what)) in exercise.spec.tests.iter().zip(observed) {
             let (status, message, ms) = match what {
                 Observed::NotBuilt(errors) => {
                     let first = compile::first_error(&errors);
@@ -338,7 +349,7 @@ impl<'a> Grading<'a> {
                                 exercise.id, spec.name
                             ))
                         })?;
-                    let (status, message) = judge::verdict(&spec.name, reference, &run);
+                    let (status, message) = judge::verdict(&path, reference, &run);
                     (status, message, run.wall.as_millis() as u64)
                 }
             };
@@ -376,20 +387,95 @@ impl<'a> Grading<'a> {
         })
     }
 
-    /// Stages 3 and 4 for one exercise on a filled slot: what each test came to, in order.
-    fn observe(&self, slot: &Slot, exercise: &Exercise, challenge: u64) -> Result<Vec<Observed>> {
+    /// Stage 3, once per submission and unit; a reference solution's builds are kept in the
+    /// judge's folder and reused while nothing they read changed (the handout, the reference's
+    /// files, the compiler run, the toolchain).
+    fn compile(
+        &self,
+        slot: &Slot,
+        unit: &crate::cargo::Invocation,
+        drop_extern: Option<&str>,
+        reference: bool,
+    ) -> Result<Compiled> {
+        let confinement = &self.settings.confinement;
+        let build = self.settings.build_limit;
+        if !reference {
+            return compile::compile(confinement, &self.handout, slot, unit, drop_extern, build);
+        }
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        for part in [
+            self.handout.key.as_str(),
+            slot.digest.as_str(),
+            &serde_json::to_string(unit).unwrap_or_default(),
+            drop_extern.unwrap_or_default(),
+            &self.handout.sysroot.to_string_lossy(),
+            &format!("{confinement:?}"),
+        ] {
+            hash.update(part.as_bytes());
+            hash.update([0]);
+        }
+        let key: String = format!("{:x}", hash.finalize()).chars().take(32).collect();
+        let dir = self.work.join("compiled").join(key);
+        let binary = dir.join("binary");
+        if binary.is_file() {
+            return Ok(Compiled::Built(binary));
+        }
+        let built = compile::compile(confinement, &self.handout, slot, unit, drop_extern, build)?;
+        if let Compiled::Built(fresh) = &built {
+            private_dir(&dir)?;
+            let partial = dir.join("binary.partial");
+            std::fs::copy(fresh, &partial).map_err(|e| GradeError::io(&partial, e))?;
+            std::fs::rename(&partial, &binary).map_err(|e| GradeError::io(&binary, e))?;
+        }
+        Ok(built)
+    }
+
+    /// Stages 3 and 4 for one exercise on a filled slot: each test's path in the harness and what
+    /// it came to, in order.
+    fn observe(
+        &self,
+        slot: &Slot,
+        exercise: &Exercise,
+        challenge: u64,
+        reference: bool,
+    ) -> Result<Vec<(String, Observed)>> {
         let units = self.handout.units.get(&exercise.id).ok_or_else(|| {
             GradeError::Handout(format!("{} was not built with the handout", exercise.id))
         })?;
         let confinement = &self.settings.confinement;
-        let build = self.settings.build_limit;
         let package = units
             .test
             .var("CARGO_PKG_NAME")
             .unwrap_or_default()
             .to_string();
         let lib_crate = units.test.arg("--crate-name").map(str::to_string);
-        let harness = compile::compile(confinement, &self.handout, slot, &units.test, None, build)?;
+        // Hidden tests (`tests/hidden.rs`) are compiled into the harness through a crate root of
+        // the judge's, which holds the exercise's library as a module: `exercise::grade::*` and
+        // `hidden::*`. Nothing of the student's or the handout's files changes.
+        let hidden = exercise.spec.tests.iter().any(|t| t.hidden);
+        let mut unit = units.test.clone();
+        if hidden {
+            let src = format!("exercises/{}/src", exercise.path);
+            let root = slot.tree.join(&src).join(JUDGE_ROOT);
+            std::fs::write(
+                &root,
+                "#[path = \"lib.rs\"]\nmod exercise;\npub use exercise::*;\n#[cfg(test)]\n#[path = \"../tests/hidden.rs\"]\nmod hidden;\n",
+            )
+            .map_err(|e| GradeError::io(&root, e))?;
+            let lib = format!("{src}/lib.rs");
+            for arg in &mut unit.args {
+                if *arg == lib {
+                    *arg = format!("{src}/{JUDGE_ROOT}");
+                }
+            }
+        }
+        let path_of = |spec: &crate::catalog::TestSpec| match (spec.hidden, hidden) {
+            (true, _) => format!("hidden::{}", spec.name),
+            (false, true) => format!("exercise::grade::{}", spec.name),
+            (false, false) => format!("grade::{}", spec.name),
+        };
+        let harness = self.compile(slot, &unit, None, reference)?;
         let run_settings = execute::Settings {
             challenge,
             wall: self
@@ -397,11 +483,22 @@ impl<'a> Grading<'a> {
                 .time_limit
                 .unwrap_or(Duration::from_secs(exercise.time_limit_secs())),
             python: self.settings.python.clone(),
+            // Grading on the GPU (`--features cuda`): its device files pass into the sandbox.
+            devices: if self
+                .settings
+                .features
+                .as_deref()
+                .is_some_and(|f| f.contains("cuda"))
+            {
+                crate::sandbox::gpu_devices()
+            } else {
+                Vec::new()
+            },
         };
         let mut programs: BTreeMap<String, Compiled> = BTreeMap::new();
         let mut observed = Vec::new();
         for spec in &exercise.spec.tests {
-            observed.push(match &spec.program {
+            let what = match &spec.program {
                 None => match &harness {
                     Compiled::Failed(errors) => Observed::NotBuilt(errors.clone()),
                     Compiled::Built(binary) => Observed::Ran(execute::run(
@@ -410,7 +507,7 @@ impl<'a> Grading<'a> {
                         exercise,
                         &package,
                         binary,
-                        &execute::harness_args(&spec.name),
+                        &execute::harness_args(&path_of(spec)),
                         &run_settings,
                     )?),
                 },
@@ -419,14 +516,7 @@ impl<'a> Grading<'a> {
                         let unit = units.programs.get(name).ok_or_else(|| {
                             GradeError::Handout(format!("{}: no program {name}", exercise.id))
                         })?;
-                        let built = compile::compile(
-                            confinement,
-                            &self.handout,
-                            slot,
-                            unit,
-                            lib_crate.as_deref(),
-                            build,
-                        )?;
+                        let built = self.compile(slot, unit, lib_crate.as_deref(), reference)?;
                         programs.insert(name.clone(), built);
                     }
                     match (&programs[name], spec.build_only) {
@@ -443,11 +533,15 @@ impl<'a> Grading<'a> {
                         )?),
                     }
                 }
-            });
+            };
+            observed.push((path_of(spec), what));
         }
         Ok(observed)
     }
 }
+
+/// The crate root the judge writes beside an exercise's `lib.rs` when it has hidden tests.
+const JUDGE_ROOT: &str = "__judge_root.rs";
 
 /// A reference log with nothing but the end: what a reference's own run is judged against to
 /// explain why it did not finish.

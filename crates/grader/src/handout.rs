@@ -76,6 +76,9 @@ pub struct Handout {
     pub native: Vec<PathBuf>,
     /// Per exercise id.
     pub units: BTreeMap<String, Units>,
+    /// A digest of the staged tree, the selection and the features (what a compiler run reads,
+    /// besides the submission and the toolchain).
+    pub key: String,
 }
 
 /// Stages the handout of `catalog` (the teacher's tree) in `work/handout`, builds the `selected`
@@ -90,6 +93,25 @@ pub fn prepare(
 ) -> Result<Handout> {
     let tree = work.join("handout");
     stage(&catalog.root, &tree)?;
+    // The same tree (every file, byte for byte) built with the same features into the same
+    // target as last time, with every compiled dependency still there: the recorded runs hold.
+    let key = tree_key(&tree, selected, features)?;
+    let cache = work.join("units.json");
+    if let Some(cached) = cached_units(&cache, &key, target) {
+        let excluded = workspace_crates(catalog)?;
+        let (deps, native) = link_deps(&cached, target, &excluded)?;
+        let any = cached.values().next().map(|u| u.test.program.clone());
+        let sysroot = cargo::sysroot(&any.unwrap_or_else(|| "rustc".into()), &tree)?;
+        return Ok(Handout {
+            tree,
+            deps,
+            target: target.to_path_buf(),
+            sysroot,
+            native,
+            units: cached,
+            key,
+        });
+    }
     // Force the exercise crates (only them) to be compiled again, so that cargo prints how.
     for exercise in selected {
         let dir = tree.join("exercises").join(&exercise.path);
@@ -199,6 +221,8 @@ pub fn prepare(
         .next()
         .ok_or_else(|| GradeError::Handout("no exercise selected".into()))?;
     let sysroot = cargo::sysroot(&any.test.program, &tree)?;
+    let record = serde_json::json!({ "key": key, "units": &units });
+    crate::report::write_atomically(&cache, record.to_string().as_bytes())?;
     let excluded = workspace_crates(catalog)?;
     let (deps, native) = link_deps(&units, target, &excluded)?;
     Ok(Handout {
@@ -208,7 +232,49 @@ pub fn prepare(
         sysroot,
         native,
         units,
+        key,
     })
+}
+
+/// A digest of the staged tree (every file's path and bytes), the selection and the features.
+fn tree_key(tree: &Path, selected: &[&Exercise], features: Option<&str>) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(features.unwrap_or_default().as_bytes());
+    for exercise in selected {
+        hash.update(exercise.id.as_bytes());
+    }
+    let files = crate::submission::list_files(tree, &ignore::gitignore::Gitignore::empty());
+    for rel in files {
+        if rel == "Cargo.lock" {
+            continue; // cargo rewrites it in the staged tree
+        }
+        let path = tree.join(&rel);
+        let bytes = std::fs::read(&path).map_err(|e| GradeError::io(&path, e))?;
+        hash.update(rel.as_bytes());
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(&bytes);
+    }
+    Ok(format!("{:x}", hash.finalize()))
+}
+
+/// The units recorded for `key`, if every library they link is still in `target`.
+fn cached_units(cache: &Path, key: &str, target: &Path) -> Option<BTreeMap<String, Units>> {
+    let text = std::fs::read_to_string(cache).ok()?;
+    let record: serde_json::Value = serde_json::from_str(&text).ok()?;
+    if record["key"] != key {
+        return None;
+    }
+    let units: BTreeMap<String, Units> = serde_json::from_value(record["units"].clone()).ok()?;
+    let all_there = units.values().all(|u| {
+        std::iter::once(&u.test)
+            .chain(u.programs.values())
+            .flat_map(|run| run.args.iter())
+            .filter_map(|a| a.split_once('=').map(|(_, p)| p))
+            .filter(|p| p.starts_with(&*target.to_string_lossy()))
+            .all(|p| Path::new(p).exists())
+    });
+    all_there.then_some(units)
 }
 
 /// Crate names (`ex01_1_fix_the_mismatch`) of every exercise and solution package: their

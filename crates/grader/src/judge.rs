@@ -21,7 +21,7 @@
 //!     log: Captured::default(),
 //!     wall: std::time::Duration::ZERO,
 //! };
-//! let (status, message) = verdict("adds", &reference, &forged);
+//! let (status, message) = verdict("grade::adds", &reference, &forged);
 //! assert_eq!(status, grader::Status::Exited);
 //! assert!(message.contains("before the scenario finished"));
 //! ```
@@ -33,7 +33,8 @@ use scenario::protocol::{compare, Log, Mismatch};
 /// How much of a student's own message a verdict quotes.
 const QUOTED: usize = 4000;
 
-/// The verdict on graded test `name` from its run, against the reference's log.
+/// The verdict on graded test `name` (its full path in the harness, `grade::adds`) from its
+/// run, against the reference's log.
 pub fn verdict(name: &str, reference: &Log, run: &Finished) -> (Status, String) {
     let log = Log::parse(&run.log.bytes);
     let said = student_said(name, run);
@@ -85,7 +86,7 @@ fn quoted(said: &str) -> String {
 /// of stderr when there is none. Shown, never believed.
 fn student_said(name: &str, run: &Finished) -> String {
     let stdout = run.stdout.text();
-    let message = failure_message(&stdout, &format!("grade::{name}"));
+    let message = failure_message(&stdout, name);
     let raw = if message.is_empty() {
         let stderr = run.stderr.text();
         let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
@@ -164,7 +165,11 @@ mod tests {
     #[test]
     fn a_panic_is_a_failure_with_the_students_message() {
         let stdout = "---- grade::t stdout ----\nthread 'grade::t' panicked at x.rs:1:1:\nthe logits should be on sim:1\n\nfailures:\n";
-        let (status, message) = verdict("t", &reference(), &run(Ended::Exited(101), "", stdout));
+        let (status, message) = verdict(
+            "grade::t",
+            &reference(),
+            &run(Ended::Exited(101), "", stdout),
+        );
         assert_eq!(status, Status::Failed);
         assert!(message.contains("the logits should be on sim:1"));
     }

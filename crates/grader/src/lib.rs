@@ -1,10 +1,22 @@
-//! `cargo grade`: grades the workbook's exercises the way a teacher grades a class.
+//! `cargo grade`: grades the workbook's exercises, for a student grading themselves and for a
+//! teacher grading a class.
 //!
 //! Every exercise is a crate under `exercises/<chapter>/<exercise>/` with an `exercise.toml`
 //! (title, objectives, the files a student edits, points per test) and graded tests in
-//! `tests/grade.rs`. The reference solution under `solutions/` compiles the very same test file.
-//! The grader compiles one exercise at a time, runs each graded test in its own process with a
-//! time limit, and turns the results into a table, a JSON report and a JUnit XML report.
+//! `tests/grade.rs`, each a *scenario* (the `scenario` crate) that records what it observes.
+//! The reference solution under `solutions/` compiles the very same test file.
+//!
+//! Two ways to a verdict:
+//! - a student's own run ([`runner`]): Cargo builds the exercise, each graded test runs in its
+//!   own process with a time limit, and the test's own assertions decide;
+//! - a teacher's judged run ([`grading`]: `--class`, `--root`, `--wrong`, `--record-expected`):
+//!   the submission's edit files only, on the teacher's tree without `solutions/`, compiled and
+//!   run in a bubblewrap sandbox ([`sandbox`]), judged ([`judge`]) by comparing each scenario's
+//!   observations with the reference solution's under a secret challenge ([`expected`]). The
+//!   stages, one module each: [`handout`], [`submission`], [`slot`], [`compile`], [`execute`],
+//!   [`judge`], [`report`].
+//!
+//! Either way the results become a table, a JSON report and a JUnit XML report.
 //!
 //! ```
 //! use grader::catalog::Selection;
@@ -21,8 +33,11 @@ pub mod error;
 pub mod escape;
 pub mod execute;
 pub mod expected;
+pub mod exports;
+pub mod feedback;
 pub mod grading;
 pub mod handout;
+pub mod handout_export;
 pub mod hints;
 pub mod integrity;
 pub mod judge;
@@ -30,9 +45,13 @@ pub mod own_changes;
 pub mod progress;
 pub mod python;
 pub mod report;
+pub mod roster;
 pub mod runner;
 pub mod sandbox;
+pub mod similarity;
 pub mod slot;
+pub mod snapshot;
+pub mod stats;
 pub mod submission;
 pub mod watch;
 pub mod wrong;

@@ -47,6 +47,67 @@ pub struct Report {
     /// student's own run, `null`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judged_by: Option<String>,
+    /// (Class runs) the student, as the roster names them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub student: Option<crate::roster::Student>,
+    /// (Class runs) what was found and which state of it was graded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submission: Option<SubmissionState>,
+}
+
+/// What a class run found of a student's submission.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmissionState {
+    /// Graded, or why not.
+    pub status: SubmissionStatus,
+    /// The folder the workbook was found in, relative to the student's folder, when it was one
+    /// level down (an unpacked archive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found_in: Option<String>,
+    /// The commit graded and its time, and whether there were commits after the deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<crate::snapshot::Snapshot>,
+}
+
+/// Whether a student's submission was graded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubmissionStatus {
+    /// Graded.
+    Graded,
+    /// No folder, or an empty one.
+    NoSubmission,
+    /// A folder without a workbook.
+    NotAWorkbook,
+    /// The grader could not grade it (see the summary's `error`).
+    Error,
+}
+
+impl SubmissionState {
+    /// One sentence for people.
+    pub fn describe(&self) -> String {
+        let mut text = match self.status {
+            SubmissionStatus::Graded => "Graded".to_string(),
+            SubmissionStatus::NoSubmission => "No submission was found".to_string(),
+            SubmissionStatus::NotAWorkbook => {
+                "The submission is not a copy of the workbook (no exercises/ and Cargo.toml, nor one folder down)".to_string()
+            }
+            SubmissionStatus::Error => "The submission could not be graded".to_string(),
+        };
+        if let Some(inner) = &self.found_in {
+            text += &format!(" (found in {inner}/)");
+        }
+        if let Some(snap) = &self.snapshot {
+            text += &format!(": {}", snap.note);
+            if let (Some(commit), Some(at)) = (&snap.commit, &snap.committed_at) {
+                text += &format!(", commit {} of {at}", &commit[..commit.len().min(12)]);
+            }
+            if snap.late == Some(true) {
+                text += "; there are later commits, after the deadline, which were not graded";
+            }
+        }
+        text + "."
+    }
 }
 
 impl Report {
@@ -65,6 +126,8 @@ impl Report {
             ignored_files: Vec::new(),
             refused_files: Vec::new(),
             judged_by: None,
+            student: None,
+            submission: None,
         }
     }
 
@@ -295,14 +358,35 @@ impl Report {
     }
 }
 
-/// Writes `bytes` to a temporary file beside `path`, then renames it over `path`.
+/// Writes `bytes` to a temporary file beside `path`, then renames it over `path`. A new file gets
+/// the mode the umask gives (as `cp` would), so reports can be shared as usual.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_with_mode(path, bytes, 0o666)
+}
+
+/// [`write_atomically`] for a file only its owner may read (an answer key).
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_with_mode(path, bytes, 0o600)
+}
+
+fn write_with_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
     std::fs::create_dir_all(dir).map_err(|e| GradeError::io(dir, e))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| GradeError::io(dir, e))?;
+    let mut builder = tempfile::Builder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // The kernel takes the umask off this mode when it creates the file.
+        builder.permissions(std::fs::Permissions::from_mode(mode));
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    let mut tmp = builder
+        .tempfile_in(dir)
+        .map_err(|e| GradeError::io(dir, e))?;
     tmp.write_all(bytes)
         .and_then(|_| tmp.as_file().sync_all())
         .map_err(|e| GradeError::io(path, e))?;

@@ -48,7 +48,7 @@ pub enum Status {
     /// The test process ended normally before the test finished (`std::process::exit` in the
     /// code under test).
     Exited,
-    /// Not run: `--wrong` runs only the tests a known-wrong solution must fail.
+    /// Not run: a teacher's hidden test, in a student's own run (only the judge runs it).
     NotRun,
 }
 
@@ -116,9 +116,14 @@ pub struct ExerciseOutcome {
 }
 
 impl ExerciseOutcome {
-    /// Every test passed and nothing was modified.
+    /// Every test passed (those not run aside: a teacher's hidden tests in a student's own run)
+    /// and nothing was modified.
     pub fn complete(&self) -> bool {
-        self.modified_files.is_empty() && self.tests.iter().all(|t| t.status == Status::Passed)
+        self.modified_files.is_empty()
+            && self
+                .tests
+                .iter()
+                .all(|t| matches!(t.status, Status::Passed | Status::NotRun))
     }
 }
 
@@ -191,7 +196,13 @@ pub fn grade(root: &Path, exercise: &Exercise, options: &RunOptions) -> Result<E
             let listed = list_tests(&env, limit)?;
             for spec in &exercise.spec.tests {
                 let full = format!("grade::{}", spec.name);
-                let (status, message, duration_ms) = if spec.program.is_some() {
+                let (status, message, duration_ms) = if spec.hidden {
+                    (
+                        Status::NotRun,
+                        "a hidden test: your teacher's grading runs it".into(),
+                        0,
+                    )
+                } else if spec.program.is_some() {
                     run_program(root, &env, spec, limit, options)?
                 } else if listed.contains(&full) {
                     run_test(&env, &full, limit, &options.progress)?

@@ -137,6 +137,8 @@ pub struct Jail {
     pub cwd: PathBuf,
     /// Resource limits.
     pub limits: Limits,
+    /// Device files passed through (a GPU's, when grading with `--features cuda`).
+    pub devices: Vec<PathBuf>,
 }
 
 impl Jail {
@@ -156,6 +158,7 @@ impl Jail {
             ],
             cwd: PathBuf::from("/tmp"),
             limits,
+            devices: Vec::new(),
         }
     }
 
@@ -379,7 +382,13 @@ impl Confinement {
             None => child.wait_timeout(wall),
         };
         let ended = match waited {
-            Ok(Some(status)) => exit_of(status),
+            // bubblewrap exits with 128 + the signal that killed the program (as a shell does).
+            Ok(Some(status)) => match (exit_of(status), self) {
+                (Ended::Exited(code @ 129..=192), Confinement::Bubblewrap(_)) => {
+                    Ended::Signalled(code - 128)
+                }
+                (ended, _) => ended,
+            },
             Ok(None) | Err(_) => {
                 kill(pid, new_group);
                 let _ = child.wait();
@@ -534,6 +543,21 @@ fn users_tasks() -> u64 {
     tasks
 }
 
+/// NVIDIA's device files (`/dev/nvidia0`, `/dev/nvidiactl`, `/dev/nvidia-uvm`, ...), for a run
+/// that grades on the GPU.
+pub fn gpu_devices() -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir("/dev") else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("nvidia"))
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
 /// The system paths every sandbox sees, read-only: programs, libraries, the dynamic loader's
 /// configuration and the C compiler's alternatives (the linker), nothing of anyone's home.
 const SYSTEM: [&str; 10] = [
@@ -593,6 +617,10 @@ fn bwrap_args(jail: &Jail) -> Vec<String> {
         a.push(if m.writable { "--bind" } else { "--ro-bind" }.into());
         a.push(m.host.display().to_string());
         a.push(m.inside.display().to_string());
+    }
+    for device in &jail.devices {
+        let d = device.display().to_string();
+        a.extend(["--dev-bind-try".into(), d.clone(), d]);
     }
     for (k, v) in &jail.env {
         a.extend(["--setenv".into(), k.clone(), v.clone()]);

@@ -27,6 +27,8 @@ pub struct Slot {
     pub tree: PathBuf,
     /// The compiler's output folder.
     pub out: PathBuf,
+    /// A digest of the submission's files laid over the handout.
+    pub digest: String,
 }
 
 impl Slot {
@@ -39,6 +41,7 @@ impl Slot {
         let slot = Slot {
             tree: dir.join("tree"),
             out: dir.join("out"),
+            digest: digest(files),
         };
         link_tree(handout, &slot.tree)?;
         std::fs::create_dir_all(&slot.out).map_err(|e| GradeError::io(&slot.out, e))?;
@@ -53,6 +56,17 @@ impl Slot {
         }
         Ok(slot)
     }
+}
+
+fn digest(files: &BTreeMap<String, Vec<u8>>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for (rel, bytes) in files {
+        hash.update(rel.as_bytes());
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(bytes);
+    }
+    format!("{:x}", hash.finalize())
 }
 
 /// Creates `dir` (and its parents) readable by this user only: a slot holds a student's code and

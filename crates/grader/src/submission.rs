@@ -123,11 +123,13 @@ pub struct Submission {
     /// What the student changed outside the edit files (`path: modified|added|deleted`): never
     /// compiled, listed for the teacher.
     pub ignored: Vec<String>,
+    /// The reference solution (trusted): its builds may be kept and reused across runs.
+    pub reference: bool,
 }
 
 /// Reads the edit files of every exercise of `catalog` from `dir`, and lists what else differs
-/// from the handout tree `handout` (when given).
-pub fn read(name: &str, dir: &Path, catalog: &Catalog, handout: Option<&Path>) -> Submission {
+/// from the teacher's tree `teacher` (when given; see [`changed_files`]).
+pub fn read(name: &str, dir: &Path, catalog: &Catalog, teacher: Option<&Path>) -> Submission {
     let mut submission = Submission {
         name: name.to_string(),
         dir: dir.to_path_buf(),
@@ -147,8 +149,75 @@ pub fn read(name: &str, dir: &Path, catalog: &Catalog, handout: Option<&Path>) -
                 .push(format!("{rel}: {why}; the stub was graded")),
         }
     }
-    if let Some(handout) = handout {
-        submission.ignored = changed_files(handout, dir, &graded);
+    if let Some(teacher) = teacher {
+        submission.ignored = changed_files(teacher, dir, &graded);
+    }
+    submission
+}
+
+/// Reads a submission of loose files (as uploaded to Gradescope: only the edited files, flat or
+/// in folders): each edit file is the one at its full path, else the only one whose path ends
+/// with `<chapter>/<exercise>/<file>`, `<file>` (`src/x.rs`) or its name (`x.rs`). Files that
+/// match nothing are graded as the stub; a name that matches several files is refused.
+pub fn read_loose(name: &str, dir: &Path, catalog: &Catalog) -> Submission {
+    let mut submission = Submission {
+        name: name.to_string(),
+        dir: dir.to_path_buf(),
+        ..Default::default()
+    };
+    let present: Vec<String> = list_files(dir, &ignore::gitignore::Gitignore::empty())
+        .into_iter()
+        .collect();
+    for exercise in &catalog.exercises {
+        for file in &exercise.spec.edit {
+            let rel = format!("exercises/{}/{file}", exercise.path);
+            let base = file.rsplit('/').next().unwrap_or(file);
+            let tries = [
+                rel.clone(),
+                format!("{}/{file}", exercise.path),
+                file.clone(),
+                base.to_string(),
+            ];
+            let mut chosen = None;
+            for suffix in &tries {
+                let hits: Vec<&String> = present
+                    .iter()
+                    .filter(|p| *p == suffix || p.ends_with(&format!("/{suffix}")))
+                    .collect();
+                match hits.as_slice() {
+                    [] => continue,
+                    [one] => {
+                        chosen = Some(Ok((*one).clone()));
+                        break;
+                    }
+                    many => {
+                        chosen = Some(Err(format!(
+                            "{rel}: {} files could be it ({}); submit it at its path",
+                            many.len(),
+                            many.iter()
+                                .map(|m| m.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )));
+                        break;
+                    }
+                }
+            }
+            match chosen {
+                None => submission
+                    .refused
+                    .push(format!("{rel}: missing, so the stub was graded")),
+                Some(Err(why)) => submission.refused.push(why),
+                Some(Ok(found)) => match read_regular(dir, &found) {
+                    Ok(bytes) => {
+                        submission.files.insert(rel, bytes);
+                    }
+                    Err(why) => submission
+                        .refused
+                        .push(format!("{rel} ({found}): {why}; the stub was graded")),
+                },
+            }
+        }
     }
     submission
 }
@@ -179,9 +248,20 @@ const SKIPPED: [&str; 8] = [
     "__pycache__",
 ];
 
+/// The teacher's ignore rules (the `.gitignore` at the root of their tree), applied to students'
+/// folders too: what Git would not commit is not a change.
+fn ignore_rules(teacher: &Path) -> ignore::gitignore::Gitignore {
+    let mut rules = ignore::gitignore::GitignoreBuilder::new(teacher);
+    rules.add(teacher.join(".gitignore"));
+    rules
+        .build()
+        .unwrap_or_else(|_| ignore::gitignore::Gitignore::empty())
+}
+
 /// The files under `dir` (`/`-separated, relative), links and special files included as
-/// entries, folders in [`SKIPPED`] left out, at most [`MAX_LISTED_FILES`].
-pub fn list_files(dir: &Path) -> BTreeSet<String> {
+/// entries, build output, `.git`, Python environments and editor folders, and paths `rules` ignore left out, at most
+/// [`MAX_LISTED_FILES`]. Nothing is executed: the folder may be a student's.
+pub fn list_files(dir: &Path, rules: &ignore::gitignore::Gitignore) -> BTreeSet<String> {
     let mut files = BTreeSet::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -197,11 +277,17 @@ pub fn list_files(dir: &Path) -> BTreeSet<String> {
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
+            let Ok(rel) = path.strip_prefix(dir) else {
+                continue;
+            };
+            if rules.matched(rel, kind.is_dir()).is_ignore() {
+                continue;
+            }
             if kind.is_dir() {
                 if !SKIPPED.contains(&name.as_str()) {
                     stack.push(path);
                 }
-            } else if let Ok(rel) = path.strip_prefix(dir) {
+            } else {
                 files.insert(rel.to_string_lossy().replace('\\', "/"));
             }
         }
@@ -209,11 +295,13 @@ pub fn list_files(dir: &Path) -> BTreeSet<String> {
     files
 }
 
-/// What `student` changed outside `graded`, compared byte for byte with `handout`:
-/// `path: modified`, `path: added`, `path: deleted`.
-pub fn changed_files(handout: &Path, student: &Path, graded: &BTreeSet<String>) -> Vec<String> {
-    let theirs = list_files(student);
-    let ours = list_files(handout);
+/// What `student` changed outside `graded`, compared byte for byte with the teacher's tree:
+/// `path: modified`, `path: added`, `path: deleted`. Files only the teacher has under
+/// `solutions/` are not listed (a class's handout has none).
+pub fn changed_files(teacher: &Path, student: &Path, graded: &BTreeSet<String>) -> Vec<String> {
+    let rules = ignore_rules(teacher);
+    let theirs = list_files(student, &rules);
+    let ours = list_files(teacher, &rules);
     let mut changes = Vec::new();
     for file in theirs.union(&ours) {
         if graded.contains(file) {
@@ -221,14 +309,10 @@ pub fn changed_files(handout: &Path, student: &Path, graded: &BTreeSet<String>) 
         }
         let what = match (theirs.contains(file), ours.contains(file)) {
             (true, true) => {
-                let same = match (read_regular(student, file), read_regular(handout, file)) {
-                    (Ok(a), Ok(b)) => a == b,
-                    _ => false,
-                };
-                (!same).then_some("modified")
+                (!same_contents(&student.join(file), &teacher.join(file))).then_some("modified")
             }
             (true, false) => Some("added"),
-            (false, true) => Some("deleted"),
+            (false, true) if !file.starts_with("solutions/") => Some("deleted"),
             _ => None,
         };
         if let Some(what) = what {
@@ -236,6 +320,47 @@ pub fn changed_files(handout: &Path, student: &Path, graded: &BTreeSet<String>) 
         }
     }
     changes
+}
+
+/// Files compared for changes up to this size; a bigger one counts as changed.
+const MAX_COMPARED_BYTES: u64 = 256 << 20;
+
+/// Whether two regular files (not links) hold the same bytes, read in blocks.
+fn same_contents(a: &Path, b: &Path) -> bool {
+    let regular = |p: &Path| std::fs::symlink_metadata(p).ok().filter(|m| m.is_file());
+    let (Some(ma), Some(mb)) = (regular(a), regular(b)) else {
+        return false;
+    };
+    if ma.len() != mb.len() || ma.len() > MAX_COMPARED_BYTES {
+        return false;
+    }
+    let (Ok(mut fa), Ok(mut fb)) = (open_no_follow(a), open_no_follow(b)) else {
+        return false;
+    };
+    let (mut ba, mut bb) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+    loop {
+        let (Ok(na), Ok(nb)) = (read_full(&mut fa, &mut ba), read_full(&mut fb, &mut bb)) else {
+            return false;
+        };
+        if na != nb || ba[..na] != bb[..nb] {
+            return false;
+        }
+        if na == 0 {
+            return true;
+        }
+    }
+}
+
+/// Reads until `buf` is full or the file ends.
+fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
 }
 
 /// A folder name as a report file name and table row: letters, digits, `.`, `_`, `-` kept, any

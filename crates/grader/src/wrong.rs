@@ -193,7 +193,7 @@ pub fn run(grading: &Grading, report: &Path, progress: &Progress) -> anyhow::Res
     let mut outcomes = Vec::new();
     for exercise in &grading.selected {
         let files = solution_files(root, exercise, None)?;
-        let graded = grade_files(grading, exercise, "reference", files, progress)?;
+        let graded = grade_files(grading, exercise, "reference", files, true, progress)?;
         let outcome = &graded.exercises[0];
         let lost: Vec<String> = outcome
             .tests
@@ -302,11 +302,13 @@ fn grade_files(
     exercise: &Exercise,
     name: &str,
     files: std::collections::BTreeMap<String, Vec<u8>>,
+    reference: bool,
     progress: &Progress,
 ) -> anyhow::Result<crate::Report> {
     let submission = Submission {
         name: format!("{} {name}", exercise.id),
         files,
+        reference,
         ..Default::default()
     };
     let progress = match progress {
@@ -352,7 +354,7 @@ fn grade_variant(
         });
     }
     let files = solution_files(&grading.catalog.root, exercise, Some(variant))?;
-    let report = grade_files(grading, exercise, &variant.slug, files, progress)?;
+    let report = grade_files(grading, exercise, &variant.slug, files, false, progress)?;
     let outcome = &report.exercises[0];
     let status_of = |name: &str| {
         outcome

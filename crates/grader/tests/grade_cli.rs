@@ -1,170 +1,27 @@
-//! The grader end to end, on a throw-away repository whose exercise needs nothing but std and a
-//! one-function library (so it builds in seconds): stub and solution, failing/passing/looping/
-//! aborting/exiting tests, compile errors, edited tests, missing tests, hints, JSON and JUnit
-//! reports, --expect and --watch, students' clones and a class graded in pristine trees, and
-//! known-wrong solutions (--wrong).
+//! The grader end to end, on a throw-away repository whose exercise needs nothing but std, a
+//! one-function library and the scenario crate (so it builds in seconds): stub and solution,
+//! failing/passing/looping/aborting/exiting tests, compile errors, edited tests, missing tests,
+//! hints, JSON and JUnit reports, --expect and --watch, a class graded by the judge in sandboxes,
+//! and known-wrong solutions (--wrong). The attacks of a hostile student are in `attacks.rs`.
 
-use serde_json::Value;
+mod common;
+
+use common::*;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-const GRADE_RS: &str = r#"
-use super::demo::*;
-
-#[test]
-fn adds() {
-    assert_eq!(add(2, 3), 5, "add(2, 3) should be 5");
+fn target() -> PathBuf {
+    shared_target("grade_cli")
 }
 
-#[test]
-fn finishes_in_time() {
-    assert_eq!(wait(), 1);
-}
-
-#[test]
-fn does_not_abort() {
-    assert_eq!(careful(), 7);
-}
-"#;
-
-const STUB: &str = r#"
-pub fn add(a: i32, b: i32) -> i32 {
-    // TODO: return the sum.
-    mathlib::combine(a, b)
-}
-
-pub fn wait() -> u32 {
-    // TODO: stop looping.
-    loop {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
-
-pub fn careful() -> u32 {
-    // TODO: do not abort.
-    std::process::abort()
-}
-"#;
-
-const SOLUTION: &str = r#"
-pub fn add(a: i32, b: i32) -> i32 {
-    a + b
-}
-
-pub fn wait() -> u32 {
-    1
-}
-
-pub fn careful() -> u32 {
-    7
-}
-"#;
-
-const LIBRARY: &str = "/// `a - b`.\npub fn combine(a: i32, b: i32) -> i32 {\n    a - b\n}\n";
-
-const TOML: &str = r#"
-title = "Demo"
-objectives = ["add"]
-edit = ["src/demo.rs"]
-time_limit_secs = 3
-
-[[test]]
-name = "adds"
-points = 2
-
-[[test]]
-name = "finishes_in_time"
-points = 1
-
-[[test]]
-name = "does_not_abort"
-points = 1
-"#;
-
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
-
-/// A repository with one exercise, 01-1, its solution, and checksums of its graded files.
-fn fake_repo() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    write(
-        &root.join("Cargo.toml"),
-        "[workspace]\nresolver = \"2\"\nmembers = [\"crates/mathlib\", \"exercises/*/*\", \"solutions/*/*\"]\n",
-    );
-    // The "library" the exercise uses: a student who edits it instead of the exercise must not
-    // gain points when the teacher grades the clone.
-    write(
-        &root.join("crates/mathlib/Cargo.toml"),
-        "[package]\nname = \"mathlib\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
-    );
-    write(&root.join("crates/mathlib/src/lib.rs"), LIBRARY);
-    let lib = "pub mod demo;\n#[cfg(test)]\n#[path = \"../../../../exercises/01-basics/1-demo/tests/grade.rs\"]\nmod grade;\n";
-    for (tree, name, code) in [
-        ("exercises", "ex-demo", STUB),
-        ("solutions", "sol-demo", SOLUTION),
-    ] {
-        let ex = root.join(tree).join("01-basics/1-demo");
-        write(
-            &ex.join("Cargo.toml"),
-            &format!("[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\nautotests = false\n\n[dependencies]\nmathlib = {{ path = \"../../../crates/mathlib\" }}\n"),
-        );
-        write(&ex.join("src/lib.rs"), lib);
-        write(&ex.join("src/demo.rs"), code);
-    }
-    let ex = root.join("exercises/01-basics/1-demo");
-    write(&ex.join("tests/grade.rs"), GRADE_RS);
-    write(&ex.join("exercise.toml"), TOML);
-    write(
-        &ex.join("HINTS.md"),
-        "# Hints\n\n## Hint 1\n\nThink of plus.\n\n## Hint 2\n\n`a + b`\n",
-    );
-    let out = grade(root, &["--update-checksums"]);
-    assert!(out.status.success(), "{}", text(&out));
-    dir
-}
-
-/// Runs the grader from inside `root` (so `--root root` grades it in place, as a student's run).
-fn grade(root: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_grade"))
-        .current_dir(root)
-        .arg("--root")
-        .arg(root)
-        .args(["--checksums"])
-        .arg(root.join("crates/grader/checksums.txt"))
-        .args(args)
-        .env("CARGO_TARGET_DIR", root.join("target"))
-        .env_remove("CARGO_BUILD_TARGET_DIR")
-        .output()
-        .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn report(path: PathBuf) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn test_named<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["exercises"][0]["tests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == name)
-        .unwrap()
+fn grade(root: &Path, args: &[&str]) -> std::process::Output {
+    common::grade(root, &target(), args)
 }
 
 #[test]
 fn grades_a_stub_and_its_solution() {
-    let repo = fake_repo();
+    let _one = serial();
+    let repo = fake_repo(&target());
     let root = repo.path();
 
     // The stub: every kind of failure, each with its own status and message; nothing stops early.
@@ -181,10 +38,11 @@ fn grades_a_stub_and_its_solution() {
     assert_eq!(r["max_points"], 4);
     let adds = test_named(&r, "adds");
     assert_eq!(adds["status"], "failed");
-    assert!(adds["message"]
-        .as_str()
-        .unwrap()
-        .contains("add(2, 3) should be 5"));
+    let message = adds["message"].as_str().unwrap();
+    assert!(
+        message.contains("add(") && message.contains("should be"),
+        "{message}"
+    );
     assert_eq!(test_named(&r, "finishes_in_time")["status"], "timed_out");
     assert_eq!(test_named(&r, "does_not_abort")["status"], "crashed");
     let junit = std::fs::read_to_string(root.join("target/grade/junit.xml")).unwrap();
@@ -192,7 +50,7 @@ fn grades_a_stub_and_its_solution() {
         junit.contains("tests=\"3\" failures=\"2\" errors=\"1\""),
         "{junit}"
     );
-    assert!(junit.contains("add(2, 3) should be 5"), "{junit}");
+    assert!(junit.contains("should be"), "{junit}");
 
     // CI's integrity checks: the stub fails everything; the solution passes everything.
     let out = grade(root, &["--expect", "fail"]);
@@ -239,7 +97,8 @@ fn grades_a_stub_and_its_solution() {
 
 #[test]
 fn reports_compile_errors_edited_tests_and_missing_tests() {
-    let repo = fake_repo();
+    let _one = serial();
+    let repo = fake_repo(&target());
     let root = repo.path();
     let src = root.join("exercises/01-basics/1-demo/src/demo.rs");
 
@@ -264,7 +123,7 @@ fn reports_compile_errors_edited_tests_and_missing_tests() {
     let tests = root.join("exercises/01-basics/1-demo/tests/grade.rs");
     std::fs::write(
         &tests,
-        GRADE_RS.replace("add(2, 3), 5", "add(2, 3), add(2, 3)"),
+        GRADE_RS.replace("assert_eq!(sum, a + 3,", "assert_eq!(sum, sum,"),
     )
     .unwrap();
     let out = grade(root, &["1-demo"]);
@@ -289,7 +148,8 @@ fn reports_compile_errors_edited_tests_and_missing_tests() {
 
 #[test]
 fn hints_come_one_level_at_a_time() {
-    let repo = fake_repo();
+    let _one = serial();
+    let repo = fake_repo(&target());
     let root = repo.path();
     let first = text(&grade(root, &["01-1", "--hint"]));
     assert!(
@@ -307,7 +167,8 @@ fn hints_come_one_level_at_a_time() {
 
 #[test]
 fn unknown_selections_are_explained() {
-    let repo = fake_repo();
+    let _one = serial();
+    let repo = fake_repo(&target());
     let list = text(&grade(repo.path(), &["--list"]));
     assert!(
         list.contains("01-1") && list.contains("Demo") && list.contains("4 pts"),
@@ -320,7 +181,8 @@ fn unknown_selections_are_explained() {
 
 #[test]
 fn watch_regrades_on_save() {
-    let repo = fake_repo();
+    let _one = serial();
+    let repo = fake_repo(&target());
     let root = repo.path().to_path_buf();
     let child = Command::new(env!("CARGO_BIN_EXE_grade"))
         .current_dir(&root)
@@ -336,7 +198,7 @@ fn watch_regrades_on_save() {
             "--time-limit",
             "1",
         ])
-        .env("CARGO_TARGET_DIR", root.join("target"))
+        .env("CARGO_TARGET_DIR", target())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -369,12 +231,13 @@ fn watch_regrades_on_save() {
 /// `WORKBOOK_BLESS=1 cargo test -p grader --test grade_cli`.
 #[test]
 fn sample_reports_for_the_book() {
-    let repo = fake_repo();
+    let _one = serial();
+    let repo = fake_repo(&target());
     let root = repo.path();
     std::fs::write(
         root.join("exercises/01-basics/1-demo/src/demo.rs"),
         SOLUTION
-            .replace("\n    7\n", "\n    std::process::abort()\n")
+            .replace("\n    7 * n\n", "\n    std::process::abort()\n")
             .replace("a + b", "a * b"),
     )
     .unwrap();
@@ -406,30 +269,14 @@ fn sample_reports_for_the_book() {
     }
 }
 
-/// Copies a repository (without `target/`), as a student's clone of it.
-fn clone_repo(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        if entry.file_name() == "target" {
-            continue;
-        }
-        if src.is_dir() {
-            clone_repo(&src, &dst);
-        } else {
-            std::fs::create_dir_all(to).unwrap();
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
-
 #[test]
 fn an_early_exit_is_blamed_on_the_code_not_the_grader() {
-    let repo = fake_repo();
+    let _one = serial();
+    let repo = fake_repo(&target());
     let root = repo.path();
     std::fs::write(
         root.join("exercises/01-basics/1-demo/src/demo.rs"),
-        SOLUTION.replace("\n    7\n", "\n    std::process::exit(0)\n"),
+        SOLUTION.replace("\n    7 * n\n", "\n    std::process::exit(0)\n"),
     )
     .unwrap();
     let out = grade(root, &["01-1"]);
@@ -456,10 +303,14 @@ fn an_early_exit_is_blamed_on_the_code_not_the_grader() {
 
 #[test]
 fn the_table_shows_whole_messages_and_whole_test_names() {
-    let repo = fake_repo();
+    let _one = serial();
+    let repo = fake_repo(&target());
     let root = repo.path();
     let long = "the sum is wrong: write a temporary file in the same folder, then rename it over the old one, so that a reader never sees half a file (this sentence is long on purpose)";
-    let tests = GRADE_RS.replace("\"add(2, 3) should be 5\"", &format!("\"{long}\""));
+    let tests = GRADE_RS.replace(
+        "\"add({a}, 3) should be {}\", a + 3",
+        &format!("\"{long}\""),
+    );
     std::fs::write(
         root.join("exercises/01-basics/1-demo/tests/grade.rs"),
         tests,
@@ -482,7 +333,11 @@ fn the_table_shows_whole_messages_and_whole_test_names() {
 
 #[test]
 fn a_class_is_graded_from_the_edited_files_only() {
-    let repo = fake_repo();
+    if !sandbox_or_skip("a_class_is_graded_from_the_edited_files_only") {
+        return;
+    }
+    let _one = serial();
+    let repo = fake_repo(&target());
     let teacher = repo.path();
     let class = tempfile::tempdir().unwrap();
     // alice solved the exercise; bob edited the library (and added a cargo config) instead.
@@ -510,35 +365,36 @@ fn a_class_is_graded_from_the_edited_files_only() {
     let r = report(bob.join("target/grade/report.json"));
     assert_eq!(test_named(&r, "adds")["status"], "passed", "{}", text(&own));
 
-    // ...but graded from the teacher's repository it is ignored, never compiled.
-    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
-        .current_dir(teacher)
-        .args(["--checksums"])
-        .arg(teacher.join("crates/grader/checksums.txt"))
+    // ...but graded by the teacher's judge it is ignored, never compiled.
+    let reports = class.path().join("reports");
+    let out = grader(teacher, &target())
         .arg("--class")
         .arg(class.path())
+        .arg("--reports")
+        .arg(&reports)
         .args(["--jobs", "2", "--time-limit", "2"])
-        .env("CARGO_TARGET_DIR", teacher.join("target"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let summary = report(teacher.join("target/grade/class/summary.json"));
-    let students = summary["students"].as_array().unwrap();
-    let row = |name: &str| {
-        students
-            .iter()
-            .find(|s| s["student"] == name)
+    let summary = report(reports.join("summary.json"));
+    assert!(
+        summary["judged_by"]
+            .as_str()
             .unwrap()
-            .clone()
-    };
-    assert_eq!(row("alice")["points"]["01-1"], 4, "{summary}");
+            .contains("bubblewrap sandbox"),
+        "{summary}"
+    );
+    assert_eq!(row(&summary, "alice")["points"]["01-1"], 4, "{summary}");
     assert_eq!(
-        row("alice")["ignored_files"].as_array().unwrap().len(),
+        row(&summary, "alice")["ignored_files"]
+            .as_array()
+            .unwrap()
+            .len(),
         0,
         "{summary}"
     );
-    assert_eq!(row("bob")["points"]["01-1"], 0, "{summary}");
-    let ignored: Vec<String> = row("bob")["ignored_files"]
+    assert_eq!(row(&summary, "bob")["points"]["01-1"], 0, "{summary}");
+    let ignored: Vec<String> = row(&summary, "bob")["ignored_files"]
         .as_array()
         .unwrap()
         .iter()
@@ -552,15 +408,32 @@ fn a_class_is_graded_from_the_edited_files_only() {
         ignored.contains(&".cargo/config.toml: added".to_string()),
         "{ignored:?}"
     );
-    let csv = std::fs::read_to_string(teacher.join("target/grade/class/summary.csv")).unwrap();
+    let csv = std::fs::read_to_string(reports.join("summary.csv")).unwrap();
     assert!(
-        csv.starts_with("student,01-1,total,max_points,ignored_files,error\n"),
+        csv.starts_with(
+            "student,name,email,status,01-1,total,max_points,late,commit,ignored_files,refused_files,error\n"
+        ),
         "{csv}"
     );
-    assert!(csv.contains("\nalice,4,4,4,,\n"), "{csv}");
-    let bob_report = report(teacher.join("target/grade/class/bob.json"));
+    assert!(csv.contains("\nalice,,,graded,4,4,4,,,,,\n"), "{csv}");
+    let bob_report = report(reports.join("students/bob.json"));
     assert_eq!(test_named(&bob_report, "adds")["status"], "failed");
-    assert!(teacher.join("target/grade/class/bob.xml").is_file());
+    // The stub's own assertion is quoted, as the student's words, not the verdict.
+    let said = test_named(&bob_report, "adds")["message"].as_str().unwrap();
+    assert!(
+        said.contains("your test run said") && said.contains("should be"),
+        "{said}"
+    );
+    assert_eq!(
+        test_named(&bob_report, "finishes_in_time")["status"],
+        "timed_out"
+    );
+    assert_eq!(
+        test_named(&bob_report, "does_not_abort")["status"],
+        "crashed",
+        "{bob_report}"
+    );
+    assert!(reports.join("students/bob.xml").is_file());
     // The teacher's tree is untouched, and still grades as the stub.
     assert_eq!(
         std::fs::read_to_string(teacher.join("crates/mathlib/src/lib.rs")).unwrap(),
@@ -570,15 +443,11 @@ fn a_class_is_graded_from_the_edited_files_only() {
     assert_eq!(own.status.code(), Some(0), "{}", text(&own));
 
     // One student's clone, as the teachers' page shows it: `--root CLONE` from the teacher's tree.
-    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
-        .current_dir(teacher)
-        .args(["--checksums"])
-        .arg(teacher.join("crates/grader/checksums.txt"))
+    let out = grader(teacher, &target())
         .arg("--root")
         .arg(&bob)
         .args(["--time-limit", "1", "--json"])
         .arg(teacher.join("bob.json"))
-        .env("CARGO_TARGET_DIR", teacher.join("target"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
@@ -588,11 +457,27 @@ fn a_class_is_graded_from_the_edited_files_only() {
         text(&out)
     );
     assert_eq!(report(teacher.join("bob.json"))["points"], 0);
+    // `--root` never walks up: an empty folder inside the teacher's tree is an error, not the
+    // teacher's own tree.
+    let empty = teacher.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = grader(teacher, &target())
+        .arg("--root")
+        .arg(&empty)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("not a copy of the workbook"),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]
 fn a_student_is_warned_about_changes_that_are_not_graded() {
-    let repo = fake_repo();
+    let _one = serial();
+    let repo = fake_repo(&target());
     let root = repo.path();
     let git = |args: &[&str]| {
         let out = Command::new("git")
@@ -629,7 +514,11 @@ fn a_student_is_warned_about_changes_that_are_not_graded() {
 
 #[test]
 fn known_wrong_solutions_must_fail_the_tests_they_name() {
-    let repo = fake_repo();
+    if !sandbox_or_skip("known_wrong_solutions_must_fail_the_tests_they_name") {
+        return;
+    }
+    let _one = serial();
+    let repo = fake_repo(&target());
     let root = repo.path();
     let wrong = root.join("solutions/01-basics/1-demo/wrong");
     // Subtracting is caught by `adds`; it still passes the other two tests.
@@ -641,13 +530,26 @@ fn known_wrong_solutions_must_fail_the_tests_they_name() {
         &wrong.join("subtracts/src/demo.rs"),
         &SOLUTION.replace("a + b", "a - b"),
     );
+    let wrong_json = target().join("grade/wrong.json");
     let out = grade(root, &["--wrong"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let r = report(root.join("target/grade/wrong.json"));
-    assert_eq!(r[0]["variant"], "subtracts");
-    assert_eq!(r[0]["caught"], true);
-    assert_eq!(r[0]["must_fail"][0]["status"], "failed");
-    assert_eq!(r[0]["other_tests_lost"].as_array().unwrap().len(), 0, "{r}");
+    let r = report(wrong_json.clone());
+    let rows = r["rows"].as_array().unwrap();
+    assert_eq!(rows[0]["variant"], "(reference)");
+    assert_eq!(rows[0]["points"], 4, "{r}");
+    assert_eq!(rows[1]["variant"], "subtracts");
+    assert_eq!(rows[1]["caught"], true);
+    assert_eq!(rows[1]["must_fail"][0]["status"], "failed");
+    assert_eq!(
+        rows[1]["other_tests_lost"].as_array().unwrap().len(),
+        0,
+        "{r}"
+    );
+    assert_eq!(
+        r["challenge_independent"].as_array().unwrap().len(),
+        0,
+        "{r}"
+    );
     assert!(
         text(&out).contains("subtracts instead of adding"),
         "{}",
@@ -681,9 +583,10 @@ fn known_wrong_solutions_must_fail_the_tests_they_name() {
     write(&wrong.join("broken/src/demo.rs"), "pub fn add(");
     let out = grade(root, &["--wrong", "01-1"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let r = report(root.join("target/grade/wrong.json"));
+    let r = report(wrong_json);
     let by = |slug: &str| {
-        r.as_array()
+        r["rows"]
+            .as_array()
             .unwrap()
             .iter()
             .find(|v| v["variant"] == slug)
@@ -703,4 +606,24 @@ fn known_wrong_solutions_must_fail_the_tests_they_name() {
         .as_str()
         .unwrap()
         .contains("does not compile"));
+
+    // A test whose observations never depend on the challenge could be forged: --wrong says so
+    // and fails.
+    std::fs::remove_dir_all(&wrong).unwrap();
+    let tests = root.join("exercises/01-basics/1-demo/tests/grade.rs");
+    std::fs::write(
+        &tests,
+        GRADE_RS.replace("let n = s.pick(\"n\", 1..100) as u32;", "let n = 3;"),
+    )
+    .unwrap();
+    let out = grade(root, &["--update-checksums"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = grade(root, &["--wrong"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let r = report(target().join("grade/wrong.json"));
+    assert_eq!(
+        r["challenge_independent"],
+        serde_json::json!(["01-1 finishes_in_time", "01-1 does_not_abort"]),
+        "{r}"
+    );
 }

@@ -146,12 +146,27 @@ fn exercise_toml_scores_exactly_the_graded_tests() {
             .spec
             .tests
             .iter()
-            .filter(|t| t.program.is_none())
+            .filter(|t| t.program.is_none() && !t.hidden)
             .map(|t| t.name.clone())
             .collect();
         assert_eq!(
             in_file, scored,
             "{}: exercise.toml must give points to exactly the #[test]s of tests/grade.rs (and to the programs it names)",
+            ex.id
+        );
+        let hidden_rs = std::fs::read_to_string(dir.join("tests/hidden.rs")).unwrap_or_default();
+        let in_hidden: BTreeSet<String> =
+            graded_tests(&hidden_rs).into_iter().map(|t| t.0).collect();
+        let hidden: BTreeSet<String> = ex
+            .spec
+            .tests
+            .iter()
+            .filter(|t| t.hidden)
+            .map(|t| t.name.clone())
+            .collect();
+        assert_eq!(
+            in_hidden, hidden,
+            "{}: the hidden tests of exercise.toml must be exactly the #[test]s of tests/hidden.rs",
             ex.id
         );
         assert!(

@@ -1,0 +1,531 @@
+//! A hostile class: each attack a student can try on the teacher's grading, performed for real
+//! on the throw-away repository, and what the judge makes of it. Every cheat scores 0 (or is
+//! refused and reported), honest classmates keep full marks, and nothing outside the sandbox
+//! changes. Needs bubblewrap (skipped with a message without it, unless
+//! `WORKBOOK_REQUIRE_SANDBOX` is set, as in CI).
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+fn target() -> PathBuf {
+    shared_target("attacks")
+}
+
+/// The solution with one function's body replaced.
+fn solution_with(function: &str, body: &str) -> String {
+    let start = SOLUTION.find(&format!("pub fn {function}")).unwrap();
+    let open = start + SOLUTION[start..].find('{').unwrap();
+    let close = open + SOLUTION[open..].find("\n}").unwrap();
+    format!("{}{{\n{body}\n{}", &SOLUTION[..open], &SOLUTION[close..])
+}
+
+/// Every function prints libtest's success line and exits with status 0.
+const FORGED_EXIT: &str = r#"
+fn forge() -> ! {
+    println!("test grade::adds ... ok\n\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out");
+    std::process::exit(0)
+}
+pub fn add(_a: i32, _b: i32) -> i32 { forge() }
+pub fn wait(_n: u32) -> u32 { forge() }
+pub fn careful(_n: u32) -> u32 { forge() }
+"#;
+
+/// The same from a constructor that runs before `main`.
+const INIT_ARRAY: &str = r#"
+#[used]
+#[link_section = ".init_array"]
+static FORGE: extern "C" fn() = {
+    extern "C" fn forge() {
+        println!("test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out");
+        std::process::exit(0)
+    }
+    forge
+};
+pub fn add(a: i32, b: i32) -> i32 { a - b }
+pub fn wait(_n: u32) -> u32 { 0 }
+pub fn careful(_n: u32) -> u32 { 0 }
+"#;
+
+/// The teacher's solution, pulled in at compile time through a relative `#[path]`.
+const PATH_INTO_SOLUTIONS: &str = r#"
+#[path = "../../../../solutions/01-basics/1-demo/src/demo.rs"]
+mod reference;
+pub use reference::*;
+"#;
+
+/// Writes the judge's log by hand, with made-up values and "done", then exits.
+const FORGED_LOG: &str = r#"
+fn forge(key: &str) -> ! {
+    use std::io::Write;
+    let mut log = std::fs::OpenOptions::new().append(true).open("/proc/self/fd/3").unwrap();
+    let line = format!("{{\"observe\":{{\"key\":\"{key}\",\"value\":999999}}}}\n\"done\"\n");
+    log.write_all(line.as_bytes()).unwrap();
+    println!("test result: ok. 1 passed; 0 failed");
+    std::process::exit(0)
+}
+pub fn add(_a: i32, _b: i32) -> i32 { forge("sum") }
+pub fn wait(_n: u32) -> u32 { forge("wait") }
+pub fn careful(_n: u32) -> u32 { forge("careful") }
+"#;
+
+/// A correct solution that, while its tests run, tries to break a classmate's file, rewrite the
+/// class summary now and, from a detached process, after the grader has finished.
+fn vandal(victim: &Path, reports: &Path, marker: &str) -> String {
+    let attack = format!(
+        r#"
+    let _ = std::fs::write({victim:?}, "pub fn add(a: i32, b: i32) -> i32 {{ a - b }}");
+    let _ = std::fs::write({summary:?}, "pwned");
+    let _ = std::process::Command::new("sh")
+        .args(["-c", "sleep 3; echo pwned > {summary}; echo {marker}"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    a + b"#,
+        summary = reports.join("summary.csv").display().to_string(),
+    );
+    solution_with("add", &attack)
+}
+
+/// The teacher's secrets and the terminal: prints the environment and escape sequences, and
+/// fails with a message full of them.
+const ENV_AND_ESCAPES: &str = r#"
+pub fn add(_a: i32, _b: i32) -> i32 {
+    for (k, v) in std::env::vars() {
+        println!("{k}={v}");
+    }
+    let token = std::env::var("TEACHER_TOKEN").unwrap_or_default();
+    panic!("\x1b]0;owned\x07\x1b[2J\x1b[31mtoken={token}\x1b[0m \u{202e}reversed");
+}
+pub fn wait(n: u32) -> u32 { n }
+pub fn careful(n: u32) -> u32 { 7 * n }
+"#;
+
+/// Reads the teacher's files at run time.
+fn snoop(solution: &Path) -> String {
+    solution_with(
+        "add",
+        &format!(
+            "    let reference = std::fs::read_to_string({solution:?}).expect(\"reading the teacher's solution\");\n    a + b + reference.len() as i32 * 0"
+        ),
+    )
+}
+
+/// A test that leaves a child holding the output pipe and never returns.
+const SLEEPER: &str = r#"
+pub fn add(a: i32, b: i32) -> i32 { a + b }
+pub fn wait(_n: u32) -> u32 {
+    let _child = std::process::Command::new("sleep").arg("1000").spawn();
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+pub fn careful(n: u32) -> u32 { 7 * n }
+"#;
+
+/// Hundreds of megabytes of output, then the right answer.
+const FLOOD: &str = r#"
+pub fn add(a: i32, b: i32) -> i32 {
+    use std::io::Write;
+    let line = vec![b'x'; 1 << 20];
+    let mut out = std::io::stdout().lock();
+    for _ in 0..300 {
+        let _ = out.write_all(&line);
+    }
+    a + b
+}
+pub fn wait(n: u32) -> u32 { n }
+pub fn careful(n: u32) -> u32 { 7 * n }
+"#;
+
+/// Asks for far more memory than the sandbox allows (its address space is capped).
+const HOG: &str = r#"
+pub fn add(a: i32, b: i32) -> i32 {
+    let hog = vec![1u8; 64 << 30];
+    a + b + i32::from(hog[hog.len() - 1]) - 1
+}
+pub fn wait(n: u32) -> u32 { n }
+pub fn careful(n: u32) -> u32 { 7 * n }
+"#;
+
+/// A constant whose evaluation never ends (rustc's lint against it allowed): the compiler runs
+/// until the build time limit.
+const ENDLESS_BUILD: &str = r#"
+#[allow(long_running_const_eval)]
+pub const SPIN: u64 = {
+    let mut i: u64 = 0;
+    loop {
+        i = i.wrapping_add(1);
+        if i == u64::MAX { break i; }
+    }
+};
+pub fn add(a: i32, b: i32) -> i32 { a + b + (SPIN as i32 & 0) }
+pub fn wait(n: u32) -> u32 { n }
+pub fn careful(n: u32) -> u32 { 7 * n }
+"#;
+
+fn student(class: &Path, name: &str, teacher: &Path, demo: Option<&str>) -> PathBuf {
+    let dir = class.join(name);
+    clone_repo(teacher, &dir);
+    // A class's copy has no solutions (nor their line in the workspace).
+    std::fs::remove_dir_all(dir.join("solutions")).unwrap();
+    let manifest = dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, text.replace(", \"solutions/*/*\"", "")).unwrap();
+    if let Some(code) = demo {
+        std::fs::write(dir.join("exercises/01-basics/1-demo/src/demo.rs"), code).unwrap();
+    }
+    dir
+}
+
+fn processes_mentioning(marker: &str) -> usize {
+    let mut found = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmdline).contains(marker) {
+                found += 1;
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_hostile_class_gains_nothing_and_harms_no_one() {
+    if !sandbox_or_skip("a_hostile_class_gains_nothing_and_harms_no_one") {
+        return;
+    }
+    let _one = serial();
+    let repo = fake_repo(&target());
+    let teacher = repo.path();
+    let outside = tempfile::tempdir().unwrap();
+    let class = outside.path().join("class");
+    let reports = outside.path().join("reports");
+    let solution = teacher.join("solutions/01-basics/1-demo/src/demo.rs");
+    let marker = format!("pwned-{}", std::process::id());
+    let fsmonitor_marker = outside.path().join("fsmonitor-ran");
+
+    student(&class, "alice", teacher, Some(SOLUTION));
+    let zed = student(&class, "zed", teacher, Some(SOLUTION));
+    let zed_file = zed.join("exercises/01-basics/1-demo/src/demo.rs");
+    student(&class, "summary", teacher, Some(SOLUTION));
+    student(&class, "m-forged-exit", teacher, Some(FORGED_EXIT));
+    student(&class, "m-init-array", teacher, Some(INIT_ARRAY));
+    student(
+        &class,
+        "m-path-solutions",
+        teacher,
+        Some(PATH_INTO_SOLUTIONS),
+    );
+    student(&class, "m-forged-log", teacher, Some(FORGED_LOG));
+    student(
+        &class,
+        "m-vandal",
+        teacher,
+        Some(&vandal(&zed_file, &reports, &marker)),
+    );
+    student(&class, "m-env", teacher, Some(ENV_AND_ESCAPES));
+    student(&class, "m-snoop", teacher, Some(&snoop(&solution)));
+    student(&class, "m-sleeper", teacher, Some(SLEEPER));
+    student(&class, "m-flood", teacher, Some(FLOOD));
+    student(&class, "m-hog", teacher, Some(HOG));
+    let link = student(&class, "m-symlink", teacher, None);
+    let edit = link.join("exercises/01-basics/1-demo/src/demo.rs");
+    std::fs::remove_file(&edit).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../../../../solutions/01-basics/1-demo/src/demo.rs",
+        &edit,
+    )
+    .unwrap();
+    let git = student(&class, "m-fsmonitor", teacher, Some(SOLUTION));
+    std::fs::create_dir_all(git.join(".git/hooks")).unwrap();
+    write(
+        &git.join(".git/config"),
+        &format!(
+            "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = \"touch {}\"\n\thooksPath = hooks\n",
+            fsmonitor_marker.display()
+        ),
+    );
+    write(&git.join(".git/HEAD"), "ref: refs/heads/main\n");
+
+    let started = Instant::now();
+    let out: Output = grader(teacher, &target())
+        .arg("--class")
+        .arg(&class)
+        .arg("--reports")
+        .arg(&reports)
+        .args(["--jobs", "2", "--time-limit", "3"])
+        .env("TEACHER_TOKEN", "hunter2-secret")
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    // Never hangs: 15 students, two at a time, the sleeper killed at its 3-second limit.
+    assert!(took < Duration::from_secs(240), "took {took:?}");
+
+    let summary = report(reports.join("summary.json"));
+    let points = |name: &str| row(&summary, name)["total"].as_u64().unwrap();
+    // The honest students, including the one whose folder is named "summary", keep full marks.
+    for honest in ["alice", "zed", "summary", "m-fsmonitor"] {
+        assert_eq!(points(honest), 4, "{honest}: {summary}");
+    }
+    // Every forgery scores 0.
+    for cheat in [
+        "m-forged-exit",
+        "m-init-array",
+        "m-path-solutions",
+        "m-forged-log",
+        "m-symlink",
+    ] {
+        assert_eq!(points(cheat), 0, "{cheat}: {summary}");
+    }
+    let status = |name: &str, test: &str| {
+        let r = report(reports.join(format!("students/{name}.json")));
+        test_named(&r, test)["status"].as_str().unwrap().to_string()
+    };
+    assert_eq!(status("m-forged-exit", "adds"), "exited");
+    assert_eq!(status("m-init-array", "does_not_abort"), "exited");
+    assert_eq!(status("m-path-solutions", "adds"), "compile_error");
+    assert_eq!(status("m-forged-log", "adds"), "failed");
+    // The link into the teacher's solutions was refused, and said so; the stub was graded.
+    let refused = row(&summary, "m-symlink")["refused_files"].to_string();
+    assert!(refused.contains("a symbolic link, refused"), "{refused}");
+
+    // The vandal's own (correct) work counts; its attacks touched nothing.
+    assert_eq!(points("m-vandal"), 4, "{summary}");
+    assert_eq!(std::fs::read_to_string(&zed_file).unwrap(), SOLUTION);
+    std::thread::sleep(Duration::from_secs(4));
+    let csv = std::fs::read_to_string(reports.join("summary.csv")).unwrap();
+    assert!(
+        !csv.contains("pwned") && csv.starts_with("student,"),
+        "{csv}"
+    );
+    assert_eq!(
+        processes_mentioning(&marker),
+        0,
+        "a student's process outlived the grader"
+    );
+    // Git was never run in a student's folder.
+    assert!(!fsmonitor_marker.exists(), "core.fsmonitor ran");
+
+    // Snooping: the teacher's files are not there to read.
+    assert_eq!(points("m-snoop"), 2, "{summary}");
+    let snoop_report = report(reports.join("students/m-snoop.json"));
+    let said = test_named(&snoop_report, "adds")["message"]
+        .as_str()
+        .unwrap();
+    assert!(said.contains("No such file or directory"), "{said}");
+
+    // The sleeper is killed at the limit with its child; the flood is cut, not stored.
+    assert_eq!(status("m-sleeper", "finishes_in_time"), "timed_out");
+    assert_eq!(points("m-sleeper"), 3, "{summary}");
+    assert_eq!(points("m-flood"), 4, "{summary}");
+    // The memory hog dies at the address-space limit (an allocation failure aborts it).
+    assert_eq!(status("m-hog", "adds"), "crashed");
+    assert_eq!(points("m-hog"), 2, "{summary}");
+    let flood_json = std::fs::metadata(reports.join("students/m-flood.json")).unwrap();
+    assert!(flood_json.len() < 100_000, "{} bytes", flood_json.len());
+
+    // No environment value of the teacher's, no escape sequence, anywhere a person reads.
+    let mut everything = shown.clone();
+    for entry in std::fs::read_dir(reports.join("students")).unwrap() {
+        everything += &std::fs::read_to_string(entry.unwrap().path()).unwrap();
+    }
+    everything += &std::fs::read_to_string(reports.join("summary.json")).unwrap();
+    everything += &csv;
+    assert!(
+        !everything.contains("hunter2"),
+        "the teacher's token leaked"
+    );
+    assert!(
+        !everything.contains('\x1b'),
+        "an escape sequence got through"
+    );
+    assert!(
+        !everything.contains('\u{202e}'),
+        "a bidi override got through"
+    );
+    let env_said = test_named(&report(reports.join("students/m-env.json")), "adds")["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        env_said.contains("token=") && env_said.contains("\\u{202e}"),
+        "{env_said}"
+    );
+    // The reserved names stay the grader's.
+    assert!(reports.join("students/summary.json").is_file());
+    assert_eq!(
+        report(reports.join("summary.json"))["students"]
+            .as_array()
+            .unwrap()
+            .len(),
+        15
+    );
+}
+
+#[test]
+fn tests_replaced_in_the_students_own_repository_do_not_count() {
+    if !sandbox_or_skip("tests_replaced_in_the_students_own_repository_do_not_count") {
+        return;
+    }
+    let _one = serial();
+    let repo = fake_repo(&target());
+    let teacher = repo.path();
+    let class = tempfile::tempdir().unwrap();
+    // The classroom-service set-up: grading runs in the student's repository. The student empties
+    // the graded tests and refreshes the checksums there; the untouched stub then passes.
+    let own = student(class.path(), "mallory", teacher, None);
+    let tests = own.join("exercises/01-basics/1-demo/tests/grade.rs");
+    std::fs::write(
+        &tests,
+        "#[test]\nfn adds() {}\n#[test]\nfn finishes_in_time() {}\n#[test]\nfn does_not_abort() {}\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(own.join("crates/grader")).unwrap();
+    let out = grade(&own, &target(), &["--update-checksums"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = grade(
+        &own,
+        &target(),
+        &["--json", own.join("own.json").to_str().unwrap()],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "in their own run: {}",
+        text(&out)
+    );
+    assert_eq!(report(own.join("own.json"))["points"], 4);
+
+    // The judge and the expected values come from the teacher: recorded once...
+    let expected = class.path().join("expected.json");
+    let out = grader(teacher, &target())
+        .arg("--record-expected")
+        .arg(&expected)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    // ...then used from a tree without solutions (the teacher's judge bundle), on the student's
+    // repository: the stub scores 0 and the replaced tests are listed as ignored.
+    let bundle = class.path().join("bundle");
+    clone_repo(teacher, &bundle);
+    std::fs::remove_dir_all(bundle.join("solutions")).unwrap();
+    let json = class.path().join("mallory.json");
+    let out = grader(&bundle, &target())
+        .arg("--expected")
+        .arg(&expected)
+        .arg("--root")
+        .arg(&own)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let r = report(json);
+    assert_eq!(r["points"], 0, "{r}");
+    assert!(
+        r["ignored_files"]
+            .to_string()
+            .contains("exercises/01-basics/1-demo/tests/grade.rs: modified"),
+        "{r}"
+    );
+    // Without solutions and without --expected, there is nothing to judge against: refused.
+    let out = grader(&bundle, &target())
+        .arg("--root")
+        .arg(&own)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--expected"), "{}", text(&out));
+}
+
+#[test]
+fn a_build_that_never_ends_is_stopped_at_the_build_time_limit() {
+    if !sandbox_or_skip("a_build_that_never_ends_is_stopped_at_the_build_time_limit") {
+        return;
+    }
+    let _one = serial();
+    let repo = fake_repo(&target());
+    let teacher = repo.path();
+    let class = tempfile::tempdir().unwrap();
+    let spin = student(class.path(), "spin", teacher, Some(ENDLESS_BUILD));
+    let json = class.path().join("spin.json");
+    let started = Instant::now();
+    let out = grader(teacher, &target())
+        .arg("--root")
+        .arg(&spin)
+        .args(["--build-time-limit", "5", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let r = report(json);
+    assert_eq!(r["points"], 0);
+    let adds = test_named(&r, "adds");
+    assert_eq!(adds["status"], "compile_error");
+    assert!(
+        adds["message"]
+            .as_str()
+            .unwrap()
+            .contains("build time limit of 5 s"),
+        "{adds}"
+    );
+}
+
+#[test]
+fn without_a_sandbox_class_grading_refuses_unless_told_otherwise() {
+    let _one = serial();
+    let repo = fake_repo(&target());
+    let teacher = repo.path();
+    let class = tempfile::tempdir().unwrap();
+    student(class.path(), "alice", teacher, Some(SOLUTION));
+    let reports = class.path().join("reports");
+    let run = |extra: &[&str]| {
+        grader(teacher, &target())
+            .arg("--class")
+            .arg(class.path())
+            .arg("--reports")
+            .arg(&reports)
+            .args(extra)
+            .env("WORKBOOK_BWRAP", "/nonexistent/bwrap")
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("no sandbox") && said.contains("apt-get install bubblewrap"),
+        "{said}"
+    );
+    assert!(said.contains("--unsafe-no-sandbox"), "{said}");
+    assert!(!reports.join("summary.json").exists());
+
+    let out = run(&["--unsafe-no-sandbox", "--time-limit", "3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary = report(reports.join("summary.json"));
+    assert_eq!(row(&summary, "alice")["total"], 4, "{summary}");
+    assert!(
+        summary["judged_by"]
+            .as_str()
+            .unwrap()
+            .contains("WITHOUT A SANDBOX"),
+        "{summary}"
+    );
+    let alice = report(reports.join("students/alice.json"));
+    assert!(alice["judged_by"]
+        .as_str()
+        .unwrap()
+        .contains("WITHOUT A SANDBOX"));
+}
