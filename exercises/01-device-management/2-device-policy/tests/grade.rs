@@ -395,6 +395,9 @@ fn follows_the_policy_on_a_machine_with_gpus() {
     }
 }
 
+/// A mistake to make: `--device`, `WORKBOOK_DEVICE`, GPUs, what the error must mention.
+type Mistake<'a> = (Option<&'a str>, Option<&'a str>, usize, Vec<String>);
+
 #[test]
 fn mistakes_name_where_they_came_from() {
     let s = scenario::start();
@@ -402,7 +405,7 @@ fn mistakes_name_where_they_came_from() {
     let bad = format!("gpu{}", s.pick("a number", 0..100));
     let quoted = format!("'{bad}'");
     // (--device, WORKBOOK_DEVICE, GPUs, what the error must mention)
-    let cases: Vec<(Option<&str>, Option<&str>, usize, Vec<String>)> = vec![
+    let cases: Vec<Mistake> = vec![
         (
             None,
             Some(&bad),

@@ -59,8 +59,11 @@ fn message(expected_what: &str, expected: &str, kind: Kind, culprit: &str, found
     )
 }
 
+/// A mismatch as observed: culprit, kind, expected device, found device, message.
+type Seen = (String, String, String, String, String);
+
 /// A check's answer, as observed: the mismatch's fields and message, or that it passed.
-fn seen(got: &Result<(), Mismatch>) -> Shown<Option<(String, String, String, String, String)>> {
+fn seen(got: &Result<(), Mismatch>) -> Shown<Option<Seen>> {
     Shown(got.as_ref().err().map(|m| {
         (
             m.culprit.clone(),
