@@ -1,7 +1,13 @@
 //! Graded tests for exercise 01-2 (points in exercise.toml). Do not edit: the grader checks this
 //! file against its checksum.
+//!
+//! Each test is a scenario (the `scenario` crate): it records what it observed, and a teacher's
+//! grader compares that with the reference solution's. The run's challenge picks the device
+//! numbers, the number of GPUs of the machines the policy is asked about, and how the spellings
+//! are capitalised, so the answers cannot be written down in advance.
 
-use super::device_policy::{choose, decide, Decision, DeviceSpec, Machine};
+use super::device_policy::{choose, decide, Decision, DeviceSpec, Machine, DEVICE_ENV};
+use scenario::{Scenario, Shown};
 use workbook::device::accelerator;
 use workbook::{datasets, Placement};
 
@@ -13,11 +19,21 @@ fn machine(env: Option<&str>, gpus: usize) -> Machine {
     }
 }
 
-/// `decide`, which must succeed here.
-fn decided(explicit: Option<&str>, m: &Machine) -> Decision {
-    decide(explicit, m).unwrap_or_else(|e| {
-        panic!("decide({explicit:?}, {m:?}) failed, but it should choose a device: {e}")
-    })
+/// `spelling` with its letters' case drawn from the challenge (`SiM:3`, `cUDA`): spellings are
+/// accepted in any case.
+fn any_case(s: &Scenario, spelling: &str) -> String {
+    let bits = s.seed(&format!("case of {spelling}"));
+    spelling
+        .chars()
+        .enumerate()
+        .map(|(i, c)| {
+            if bits >> (i % 64) & 1 == 1 {
+                c.to_ascii_uppercase()
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// `decide`'s error message, which must be an error here.
@@ -31,21 +47,131 @@ fn refused(explicit: Option<&str>, m: &Machine) -> String {
     }
 }
 
+/// Where a decision must say it came from.
+#[derive(Clone, Copy, Debug)]
+enum Source<'a> {
+    /// `--device`.
+    Explicit,
+    /// `WORKBOOK_DEVICE=<value>`.
+    Env(&'a str),
+    /// `WORKBOOK_DEVICE is not set` (unset, empty or blank).
+    Unset,
+}
+
+impl Source<'_> {
+    /// Whether `reason` names this source (the variable's value as given, or trimmed).
+    fn named_in(self, reason: &str) -> bool {
+        match self {
+            Source::Explicit => reason.contains("--device"),
+            Source::Env(v) => {
+                reason.contains(&format!("{DEVICE_ENV}={v}"))
+                    || reason.contains(&format!("{DEVICE_ENV}={}", v.trim()))
+            }
+            Source::Unset => reason.contains(&format!("{DEVICE_ENV} is not set")),
+        }
+    }
+
+    fn spelled(self) -> String {
+        match self {
+            Source::Explicit => "--device".into(),
+            Source::Env(v) => format!("{DEVICE_ENV}={}", v.trim()),
+            Source::Unset => format!("{DEVICE_ENV} is not set"),
+        }
+    }
+}
+
+/// One question to the policy: `--device`, `WORKBOOK_DEVICE`, and what it must choose, from
+/// where, and whether by `auto`.
+struct Case<'a> {
+    explicit: Option<&'a str>,
+    env: Option<&'a str>,
+    want: DeviceSpec,
+    source: Source<'a>,
+    auto: bool,
+}
+
+/// What the policy decided for `c` on a machine with `gpus` GPUs, as observed: the device,
+/// whether the reason names its source, and for `auto` whether it says so and what it found.
+fn seen(c: &Case, decided: &Result<Decision, String>) -> Shown<String> {
+    Shown(match decided {
+        Ok(d) => {
+            let reason = d.reason.to_lowercase();
+            format!(
+                "{:?}, source named: {}, auto said: {}",
+                d.device,
+                c.source.named_in(&d.reason),
+                c.auto && reason.contains("auto") && reason.contains("gpu")
+            )
+        }
+        Err(_) => "an error".to_string(),
+    })
+}
+
+/// Checks the policy's decision for `c` on a machine with `gpus` GPUs.
+fn check(c: &Case, gpus: usize, decided: Result<Decision, String>) {
+    let m = machine(c.env, gpus);
+    let d = decided.unwrap_or_else(|e| {
+        panic!(
+            "decide({:?}, {m:?}) failed, but it should choose {}: {e}",
+            c.explicit, c.want
+        )
+    });
+    let what = match (c.explicit, c.env) {
+        (Some(x), Some(e)) => format!("--device '{x}' with WORKBOOK_DEVICE='{e}'"),
+        (Some(x), None) => format!("--device '{x}' with WORKBOOK_DEVICE unset"),
+        (None, Some(e)) => format!("no --device, WORKBOOK_DEVICE='{e}'"),
+        (None, None) => "no --device, WORKBOOK_DEVICE unset".to_string(),
+    };
+    assert_eq!(
+        d.device, c.want,
+        "{what}, on a machine with {gpus} GPU(s), should choose {}, not {} ({}): the policy is --device, else WORKBOOK_DEVICE (blank counts as unset), else auto",
+        c.want, d.device, d.reason
+    );
+    assert!(
+        c.source.named_in(&d.reason),
+        "{what}: the reason should say the choice came from {}, got: {}",
+        c.source.spelled(),
+        d.reason
+    );
+    if c.auto {
+        let reason = d.reason.to_lowercase();
+        assert!(
+            reason.contains("auto") && reason.contains("gpu"),
+            "{what}: auto chose, so the reason should say 'auto' and whether a GPU was found, got: {}",
+            d.reason
+        );
+    }
+}
+
 #[test]
 fn parses_every_accepted_spelling() {
+    let s = scenario::start();
+    let (a, b) = (s.pick("cuda number", 1..16), s.pick("sim number", 1..64));
     for (spelling, want) in [
-        ("auto", DeviceSpec::Auto),
-        ("cpu", DeviceSpec::Cpu),
-        ("cuda", DeviceSpec::Cuda(0)),
-        ("cuda:0", DeviceSpec::Cuda(0)),
-        ("cuda:3", DeviceSpec::Cuda(3)),
-        ("sim:1", DeviceSpec::Sim(1)),
-        ("sim:12", DeviceSpec::Sim(12)),
-        ("CPU", DeviceSpec::Cpu),
-        (" Sim:2 ", DeviceSpec::Sim(2)),
+        ("auto".to_string(), DeviceSpec::Auto),
+        ("cpu".to_string(), DeviceSpec::Cpu),
+        ("cuda".to_string(), DeviceSpec::Cuda(0)),
+        ("cuda:0".to_string(), DeviceSpec::Cuda(0)),
+        (format!("cuda:{a}"), DeviceSpec::Cuda(a)),
+        (format!("sim:{b}"), DeviceSpec::Sim(b)),
+        (any_case(&s, "auto"), DeviceSpec::Auto),
+        (any_case(&s, "cpu"), DeviceSpec::Cpu),
+        (
+            format!(" {} ", any_case(&s, &format!("sim:{b}"))),
+            DeviceSpec::Sim(b),
+        ),
+        (
+            format!("\t{}", any_case(&s, &format!("cuda:{a}"))),
+            DeviceSpec::Cuda(a),
+        ),
     ] {
-        let got = spelling.parse::<DeviceSpec>().unwrap_or_else(|e| {
-            panic!("'{spelling}' should parse as {want:?}, but parsing failed: {e}")
+        let got = spelling.parse::<DeviceSpec>();
+        s.observe(
+            format!("'{spelling}' parses as"),
+            &Shown(got.as_ref().map_err(|_| "an error")),
+        );
+        let got = got.unwrap_or_else(|e| {
+            panic!("'{spelling}' should parse as {want:?} (any case, surrounding spaces ignored), but parsing failed: {e}")
         });
         assert_eq!(got, want, "'{spelling}' should parse as {want:?}");
     }
@@ -53,17 +179,45 @@ fn parses_every_accepted_spelling() {
 
 #[test]
 fn rejects_other_spellings_and_lists_the_accepted_ones() {
+    let s = scenario::start();
+    let n = s.pick("a number", 1..100);
     for spelling in [
-        "gpu0", "gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:+1", "sim", "sim:one", "sim:+2", "cpu1",
-        "",
+        format!("gpu{n}"),
+        "gpu".to_string(),
+        "cuda:".to_string(),
+        "cuda:x".to_string(),
+        format!("cuda:-{n}"),
+        format!("cuda:+{n}"),
+        format!("cuda:{n}.0"),
+        "sim".to_string(),
+        "sim:one".to_string(),
+        format!("sim:+{n}"),
+        format!("sim:{n} {n}"),
+        format!("cpu{n}"),
+        String::new(),
     ] {
+        let quoted = format!("'{spelling}'");
+        let mentions: Result<Vec<&str>, String> = match spelling.parse::<DeviceSpec>() {
+            Ok(spec) => Err(format!("{spec:?}")),
+            Err(e) => {
+                let msg = e.to_string();
+                Ok([quoted.as_str(), "auto", "cpu", "cuda", "cuda:N", "sim:N"]
+                    .into_iter()
+                    .filter(|w| msg.contains(w))
+                    .collect())
+            }
+        };
+        s.observe(
+            format!("the error for '{spelling}' mentions"),
+            &Shown(&mentions),
+        );
         match spelling.parse::<DeviceSpec>() {
             Ok(spec) => panic!("'{spelling}' is not a device spelling, but it parsed as {spec:?}"),
             Err(e) => {
                 let msg = e.to_string();
                 assert!(
-                    msg.contains(&format!("'{spelling}'")),
-                    "the error for '{spelling}' should quote it ('{spelling}'), got: {msg}"
+                    msg.contains(&quoted),
+                    "the error for '{spelling}' should quote it ({quoted}), got: {msg}"
                 );
                 for form in ["auto", "cpu", "cuda", "cuda:N", "sim:N"] {
                     assert!(
@@ -77,116 +231,263 @@ fn rejects_other_spellings_and_lists_the_accepted_ones() {
 }
 
 #[test]
-fn an_explicit_choice_wins() {
+fn follows_the_policy_on_a_machine_without_a_gpu() {
+    let s = scenario::start();
+    let (a, b) = (
+        s.pick("sim number", 1..32),
+        s.pick("another sim number", 32..64),
+    );
+    let (sim_a, sim_b) = (any_case(&s, &format!("sim:{a}")), format!("sim:{b}"));
+    let spaced = format!(" {} ", any_case(&s, &sim_b));
+    let auto = any_case(&s, "auto");
     let cases = [
-        // (--device, WORKBOOK_DEVICE, GPUs, expected device)
-        ("sim:1", Some("cpu"), 1, DeviceSpec::Sim(1)),
-        ("cpu", Some("sim:2"), 1, DeviceSpec::Cpu),
-        ("cuda:1", None, 2, DeviceSpec::Cuda(1)),
-        ("sim:3", Some("gpu0"), 0, DeviceSpec::Sim(3)), // a bad variable is not even read
-        ("auto", Some("sim:2"), 0, DeviceSpec::Cpu),    // --device auto beats the variable
-        ("auto", Some("cpu"), 1, DeviceSpec::Cuda(0)),
+        // --device wins over the variable, whatever the variable holds
+        Case {
+            explicit: Some(&sim_a),
+            env: Some("cpu"),
+            want: DeviceSpec::Sim(a),
+            source: Source::Explicit,
+            auto: false,
+        },
+        Case {
+            explicit: Some("cpu"),
+            env: Some(&sim_b),
+            want: DeviceSpec::Cpu,
+            source: Source::Explicit,
+            auto: false,
+        },
+        Case {
+            explicit: Some(&sim_a),
+            env: Some("gpu0"), // a bad variable is not even read
+            want: DeviceSpec::Sim(a),
+            source: Source::Explicit,
+            auto: false,
+        },
+        Case {
+            explicit: Some(&auto), // --device auto beats the variable too
+            env: Some(&sim_b),
+            want: DeviceSpec::Cpu,
+            source: Source::Explicit,
+            auto: true,
+        },
+        // then the variable, before auto
+        Case {
+            explicit: None,
+            env: Some(&sim_b),
+            want: DeviceSpec::Sim(b),
+            source: Source::Env(&sim_b),
+            auto: false,
+        },
+        Case {
+            explicit: None,
+            env: Some(&spaced),
+            want: DeviceSpec::Sim(b),
+            source: Source::Env(&spaced),
+            auto: false,
+        },
+        Case {
+            explicit: None,
+            env: Some(&auto),
+            want: DeviceSpec::Cpu,
+            source: Source::Env(&auto),
+            auto: true,
+        },
+        // an empty or blank variable counts as unset: auto
+        Case {
+            explicit: None,
+            env: Some(""),
+            want: DeviceSpec::Cpu,
+            source: Source::Unset,
+            auto: true,
+        },
+        Case {
+            explicit: None,
+            env: Some("  "),
+            want: DeviceSpec::Cpu,
+            source: Source::Unset,
+            auto: true,
+        },
+        Case {
+            explicit: None,
+            env: None,
+            want: DeviceSpec::Cpu,
+            source: Source::Unset,
+            auto: true,
+        },
     ];
-    for (explicit, env, gpus, want) in cases {
+    for (k, c) in cases.iter().enumerate() {
+        let decided = decide(c.explicit, &machine(c.env, 0)).map_err(|e| e.to_string());
+        s.observe(format!("case {k} without a GPU"), &seen(c, &decided));
+        check(c, 0, decided);
+    }
+}
+
+#[test]
+fn follows_the_policy_on_a_machine_with_gpus() {
+    let s = scenario::start();
+    let gpus = s.pick("GPUs", 1..5);
+    let b = s.pick("sim number", 1..64);
+    let last = any_case(&s, &format!("cuda:{}", gpus - 1));
+    let sim_b = any_case(&s, &format!("sim:{b}"));
+    let cuda = any_case(&s, "cuda");
+    let cases = [
+        Case {
+            explicit: Some(&last),
+            env: None,
+            want: DeviceSpec::Cuda(gpus - 1),
+            source: Source::Explicit,
+            auto: false,
+        },
+        Case {
+            explicit: Some("cpu"),
+            env: Some(&cuda),
+            want: DeviceSpec::Cpu,
+            source: Source::Explicit,
+            auto: false,
+        },
+        Case {
+            explicit: Some("auto"),
+            env: Some("cpu"),
+            want: DeviceSpec::Cuda(0),
+            source: Source::Explicit,
+            auto: true,
+        },
+        Case {
+            explicit: None,
+            env: Some(&cuda),
+            want: DeviceSpec::Cuda(0),
+            source: Source::Env(&cuda),
+            auto: false,
+        },
+        Case {
+            explicit: None,
+            env: Some(&sim_b),
+            want: DeviceSpec::Sim(b),
+            source: Source::Env(&sim_b),
+            auto: false,
+        },
+        Case {
+            explicit: None,
+            env: Some("cpu"),
+            want: DeviceSpec::Cpu,
+            source: Source::Env("cpu"),
+            auto: false,
+        },
+        Case {
+            explicit: None,
+            env: Some(" "),
+            want: DeviceSpec::Cuda(0),
+            source: Source::Unset,
+            auto: true,
+        },
+        Case {
+            explicit: None,
+            env: None,
+            want: DeviceSpec::Cuda(0),
+            source: Source::Unset,
+            auto: true,
+        },
+    ];
+    for (k, c) in cases.iter().enumerate() {
+        let decided = decide(c.explicit, &machine(c.env, gpus)).map_err(|e| e.to_string());
+        s.observe(format!("case {k} with {gpus} GPU(s)"), &seen(c, &decided));
+        check(c, gpus, decided);
+    }
+}
+
+/// A mistake to make: `--device`, `WORKBOOK_DEVICE`, GPUs, what the error must mention.
+type Mistake<'a> = (Option<&'a str>, Option<&'a str>, usize, Vec<String>);
+
+#[test]
+fn mistakes_name_where_they_came_from() {
+    let s = scenario::start();
+    let gpus = s.pick("GPUs", 1..5);
+    let bad = format!("gpu{}", s.pick("a number", 0..100));
+    let quoted = format!("'{bad}'");
+    // (--device, WORKBOOK_DEVICE, GPUs, what the error must mention)
+    let cases: Vec<Mistake> = vec![
+        (
+            None,
+            Some(&bad),
+            gpus,
+            vec![DEVICE_ENV.into(), quoted.clone(), "sim:N".into()],
+        ),
+        (
+            Some(&bad),
+            Some("cpu"),
+            gpus,
+            vec!["--device".into(), quoted.clone(), "sim:N".into()],
+        ),
+    ];
+    let missing_gpu = format!("cuda:{gpus}");
+    let cases = cases.into_iter().chain([
+        (
+            Some(missing_gpu.as_str()),
+            None,
+            gpus,
+            vec![missing_gpu.clone(), "cpu".into(), format!("sim:{gpus}")],
+        ),
+        (
+            None,
+            Some("cuda"),
+            0,
+            vec!["cuda:0".into(), "cpu".into(), "sim:0".into()],
+        ),
+        (
+            Some("cuda"),
+            Some("cpu"),
+            0,
+            vec!["cuda:0".into(), "cpu".into(), "sim:0".into()],
+        ),
+    ]);
+    for (k, (explicit, env, gpus, wanted)) in cases.enumerate() {
         let m = machine(env, gpus);
-        let d = decided(Some(explicit), &m);
-        assert_eq!(
-            d.device, want,
-            "--device {explicit} with {m:?} should choose {want}, not {} ({})",
-            d.device, d.reason
+        let mentions: Result<Vec<&String>, String> = match decide(explicit, &m) {
+            Ok(d) => Err(format!("{}", d.device)),
+            Err(e) => {
+                let msg = e.to_string();
+                Ok(wanted.iter().filter(|w| msg.contains(w.as_str())).collect())
+            }
+        };
+        s.observe(
+            format!("mistake {k}: the error mentions"),
+            &Shown(&mentions),
         );
-        assert!(
-            d.reason.contains("--device"),
-            "the reason for --device {explicit} should say it came from --device, got: {}",
-            d.reason
-        );
-    }
-}
-
-#[test]
-fn the_environment_comes_before_auto() {
-    for (env, gpus, want) in [
-        ("sim:2", 1, DeviceSpec::Sim(2)),
-        ("cpu", 1, DeviceSpec::Cpu),
-        ("cuda", 1, DeviceSpec::Cuda(0)),
-        ("auto", 0, DeviceSpec::Cpu),
-    ] {
-        let m = machine(Some(env), gpus);
-        let d = decided(None, &m);
-        assert_eq!(
-            d.device, want,
-            "WORKBOOK_DEVICE={env} (no --device) with {gpus} GPU(s) should choose {want}, not {} ({})",
-            d.device, d.reason
-        );
-        assert!(
-            d.reason.contains(&format!("WORKBOOK_DEVICE={env}")),
-            "the reason should say it came from WORKBOOK_DEVICE={env}, got: {}",
-            d.reason
-        );
-    }
-    // An empty or blank variable counts as unset: auto.
-    for blank in ["", "  "] {
-        let d = decided(None, &machine(Some(blank), 0));
-        assert_eq!(
-            d.device,
-            DeviceSpec::Cpu,
-            "WORKBOOK_DEVICE='{blank}' counts as unset, so auto picks the cpu on a machine without a GPU; got {} ({})",
-            d.device,
-            d.reason
-        );
-    }
-}
-
-#[test]
-fn auto_prefers_a_cuda_gpu_then_the_cpu() {
-    for (gpus, want) in [(2, DeviceSpec::Cuda(0)), (0, DeviceSpec::Cpu)] {
-        let d = decided(None, &machine(None, gpus));
-        assert_eq!(
-            d.device, want,
-            "with no --device, no WORKBOOK_DEVICE and {gpus} GPU(s), auto should choose {want}, not {} ({})",
-            d.device, d.reason
-        );
-        let reason = d.reason.to_lowercase();
-        for part in ["workbook_device is not set", "auto", "gpu"] {
+        let msg = refused(explicit, &m);
+        for w in &wanted {
             assert!(
-                reason.contains(part),
-                "the reason for auto with {gpus} GPU(s) should mention '{part}' (what was read, and whether a GPU was found), got: {}",
-                d.reason
+                msg.contains(w.as_str()),
+                "decide({explicit:?}, {m:?}) should be an error that mentions {}, got: {msg}",
+                wanted
+                    .iter()
+                    .map(|w| format!("'{w}'"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
         }
     }
 }
 
 #[test]
-fn mistakes_name_where_they_came_from() {
-    let msg = refused(None, &machine(Some("gpu0"), 1));
-    assert!(
-        msg.contains("WORKBOOK_DEVICE") && msg.contains("'gpu0'") && msg.contains("sim:N"),
-        "a bad WORKBOOK_DEVICE should be an error naming the variable, quoting 'gpu0' and listing the accepted spellings, got: {msg}"
-    );
-    let msg = refused(Some("gpu0"), &machine(Some("cpu"), 1));
-    assert!(
-        msg.contains("--device") && msg.contains("'gpu0'") && msg.contains("sim:N"),
-        "a bad --device should be an error naming --device, quoting 'gpu0' and listing the accepted spellings, got: {msg}"
-    );
-    for (explicit, env, gpus, n) in [
-        (Some("cuda:1"), None, 1, 1),
-        (None, Some("cuda"), 0, 0),
-        (Some("cuda"), Some("cpu"), 0, 0),
-    ] {
-        let msg = refused(explicit, &machine(env, gpus));
-        assert!(
-            msg.contains(&format!("cuda:{n}")) && msg.contains("cpu") && msg.contains(&format!("sim:{n}")),
-            "asking for cuda:{n} on a machine with {gpus} GPU(s) should be an error naming cuda:{n} and suggesting cpu or sim:{n}, got: {msg}"
-        );
-    }
-}
-
-#[test]
 fn chooses_a_usable_placement_on_this_machine() {
-    for (explicit, want) in [("sim:3", Placement::sim(3)), ("cpu", Placement::cpu())] {
-        let (placement, reason) = choose(Some(explicit))
-            .unwrap_or_else(|e| panic!("choose(Some(\"{explicit}\")) failed: {e}"));
+    let s = scenario::start();
+    let n = s.pick("sim number", 1..64);
+    for (explicit, want) in [
+        (format!("sim:{n}"), Placement::sim(n)),
+        ("cpu".to_string(), Placement::cpu()),
+    ] {
+        let chosen = choose(Some(&explicit));
+        s.observe(
+            format!("--device {explicit} gives"),
+            &Shown(
+                chosen
+                    .as_ref()
+                    .map(|(p, _)| p.to_string())
+                    .map_err(|_| "an error"),
+            ),
+        );
+        let (placement, reason) =
+            chosen.unwrap_or_else(|e| panic!("choose(Some(\"{explicit}\")) failed: {e}"));
         assert_eq!(
             placement, want,
             "--device {explicit} should give the placement {want}"
@@ -202,6 +503,10 @@ fn chooses_a_usable_placement_on_this_machine() {
     // library's (without --device, with --device of the lesson's accelerator).
     let ours = choose(None).map(|(p, _)| p.to_string());
     let library = workbook::device::choose(None).map(|c| c.name);
+    s.observe(
+        "without --device, this machine",
+        &Shown(ours.as_ref().map_err(|_| "an error")),
+    );
     assert_eq!(
         ours.as_ref().ok(),
         library.as_ref().ok(),

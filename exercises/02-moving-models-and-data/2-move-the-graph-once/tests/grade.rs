@@ -1,25 +1,41 @@
 //! Graded tests for exercise 02-2 (points in exercise.toml). Do not edit: the grader checks this
 //! file against its checksum.
+//!
+//! Each test is a scenario (the `scenario` crate): it records what it observed (the graph's
+//! copies and every epoch's read-backs in the transfer ledger, the metrics), and a teacher's
+//! grader compares that with the reference solution's. The run's challenge picks the training
+//! seed, the number of epochs, the larger graph and the simulated accelerator's number.
 
 use super::move_once::{train_on, EpochMetrics};
+use scenario::{Json, Scenario, Tolerance};
 use workbook::datasets::{self, CsbmConfig};
-use workbook::device::accelerator;
+use workbook::device::accelerator_or_sim;
 use workbook::ledger::{Ledger, Transfer};
 use workbook::train::{TrainConfig, Trainer};
 use workbook::{Graph, ModelConfig, Placement};
 
-fn recipe(epochs: usize) -> TrainConfig {
+/// The accelerator: `cuda:0`, or `sim:2` to `sim:7` as the run's challenge picks.
+fn accelerator(s: &Scenario) -> Placement {
+    accelerator_or_sim(s.pick("accelerator", 2..8)).placement
+}
+
+fn recipe(s: &Scenario, epochs: usize) -> TrainConfig {
     TrainConfig {
         epochs,
+        seed: s.seed("training"),
         ..TrainConfig::gcn()
     }
 }
 
 /// Trains with `train_on` on the accelerator, with a ledger attached.
-fn ledgered_run(host: &Graph, epochs: usize) -> (Ledger, Placement, Vec<EpochMetrics>) {
+fn ledgered_run(
+    s: &Scenario,
+    host: &Graph,
+    epochs: usize,
+) -> (Ledger, Placement, Vec<EpochMetrics>) {
     let ledger = Ledger::new();
-    let gpu = accelerator().placement.with_ledger(&ledger);
-    let metrics = train_on(host, &gpu, &recipe(epochs))
+    let gpu = accelerator(s).with_ledger(&ledger);
+    let metrics = train_on(host, &gpu, &recipe(s, epochs))
         .unwrap_or_else(|e| panic!("train_on failed on {gpu}: {e}"));
     assert_eq!(
         metrics.len(),
@@ -29,12 +45,31 @@ fn ledgered_run(host: &Graph, epochs: usize) -> (Ledger, Placement, Vec<EpochMet
     (ledger, gpu, metrics)
 }
 
+/// Every epoch's metrics, to observe: the epoch, the loss and the three accuracies.
+fn metric_rows(metrics: &[EpochMetrics]) -> Vec<(usize, [f32; 4])> {
+    metrics
+        .iter()
+        .map(|m| {
+            (
+                m.epoch,
+                [m.loss, m.train_accuracy, m.val_accuracy, m.test_accuracy],
+            )
+        })
+        .collect()
+}
+
+/// Metrics of two correct loops differ by float rounding at most.
+const SAME_METRICS: Tolerance = Tolerance {
+    abs: 1e-5,
+    rel: 1e-5,
+};
+
 /// The library's trainer on the same device with the same recipe: the loop's reference.
-fn reference(host: &Graph, epochs: usize) -> Vec<EpochMetrics> {
-    let gpu = accelerator().placement;
+fn reference(s: &Scenario, host: &Graph, epochs: usize) -> Vec<EpochMetrics> {
+    let gpu = accelerator(s);
     let graph = host.to_device(&gpu).unwrap();
     let config = ModelConfig::gcn(host.num_features(), 16, host.num_classes());
-    let mut trainer = Trainer::new(config, &graph, &recipe(epochs)).unwrap();
+    let mut trainer = Trainer::new(config, &graph, &recipe(s, epochs)).unwrap();
     (1..=epochs)
         .map(|epoch| {
             let s = trainer.epoch(&graph).unwrap();
@@ -79,6 +114,14 @@ fn graph_parts(ledger: &Ledger, graph: &Graph) -> Vec<Transfer> {
         .collect()
 }
 
+/// The copies of the graph's parts, to observe: what, from, to, bytes and phase.
+fn graph_copy_rows(ledger: &Ledger, host: &Graph) -> Vec<(String, String, String, u64, String)> {
+    graph_parts(ledger, host)
+        .into_iter()
+        .map(|t| (t.what, t.from, t.to, t.bytes, t.phase))
+        .collect()
+}
+
 /// Checks that every part of `host` crossed to `gpu` exactly once, outside the epochs.
 fn assert_crosses_once(ledger: &Ledger, gpu: &Placement, host: &Graph, epochs: usize) {
     let parts = graph_parts(ledger, host);
@@ -102,6 +145,22 @@ fn assert_crosses_once(ledger: &Ledger, gpu: &Placement, host: &Graph, epochs: u
     }
 }
 
+/// Per epoch, to observe: the size of every copy back from `gpu`, and how many copies went to
+/// it (the first epoch's derived edge structures aside).
+fn per_epoch(ledger: &Ledger, gpu: &Placement, epochs: usize) -> Vec<(Vec<u64>, usize)> {
+    let gpu = gpu.to_string();
+    (1..=epochs)
+        .map(|epoch| {
+            let transfers = ledger.in_phase(&format!("epoch {epoch}"));
+            let back = transfers.iter().filter(|t| t.from == gpu).map(|t| t.bytes);
+            let up = transfers
+                .iter()
+                .filter(|t| t.to == gpu && !(epoch == 1 && t.what.starts_with("edge_index (")));
+            (back.collect(), up.count())
+        })
+        .collect()
+}
+
 /// Checks that in every epoch the only read-back is one transfer of at most 16 bytes (the loss
 /// and three accuracies), and that nothing is uploaded after the first epoch (which uploads the
 /// layers' derived edge structures, once).
@@ -111,6 +170,10 @@ fn assert_only_metrics_per_epoch(ledger: &Ledger, gpu: &Placement, epochs: usize
         let phase = format!("epoch {epoch}");
         let transfers = ledger.in_phase(&phase);
         let back: Vec<&Transfer> = transfers.iter().filter(|t| t.from == gpu).collect();
+        let up: Vec<&Transfer> = transfers
+            .iter()
+            .filter(|t| t.to == gpu && !(epoch == 1 && t.what.starts_with("edge_index (")))
+            .collect();
         assert!(
             back.len() == 1 && back[0].bytes <= 16,
             "in {phase}, exactly one read-back of at most 16 bytes (loss + 3 accuracies) should come back from {gpu}, got {} read-back(s): {:?}\n{}",
@@ -118,10 +181,6 @@ fn assert_only_metrics_per_epoch(ledger: &Ledger, gpu: &Placement, epochs: usize
             back.iter().map(|t| format!("{} ({} bytes)", t.what, t.bytes)).collect::<Vec<_>>(),
             ledger.table()
         );
-        let up: Vec<&Transfer> = transfers
-            .iter()
-            .filter(|t| t.to == gpu && !(epoch == 1 && t.what.starts_with("edge_index (")))
-            .collect();
         assert!(
             up.is_empty(),
             "in {phase}, nothing should be copied to {gpu}, got: {:?}\n{}",
@@ -133,26 +192,60 @@ fn assert_only_metrics_per_epoch(ledger: &Ledger, gpu: &Placement, epochs: usize
 
 #[test]
 fn the_graph_crosses_once() {
+    let s = scenario::start();
+    let epochs = s.pick("epochs", 3..8);
     let host = datasets::karate(Placement::cpu()).unwrap();
-    let (ledger, gpu, metrics) = ledgered_run(&host, 5);
-    assert_crosses_once(&ledger, &gpu, &host, 5);
-    assert_same_run(&metrics, &reference(&host, 5), "karate, 5 epochs");
+    let (ledger, gpu, metrics) = ledgered_run(&s, &host, epochs);
+    s.observe_within("metrics", &metric_rows(&metrics), SAME_METRICS);
+    s.observe("the graph's copies", &Json(graph_copy_rows(&ledger, &host)));
+    assert_crosses_once(&ledger, &gpu, &host, epochs);
+    assert_same_run(
+        &metrics,
+        &reference(&s, &host, epochs),
+        &format!("karate, {epochs} epochs"),
+    );
 }
 
 #[test]
 fn each_epoch_reads_back_only_the_metrics() {
+    let s = scenario::start();
+    let epochs = s.pick("epochs", 3..8);
     let host = datasets::karate(Placement::cpu()).unwrap();
-    let (ledger, gpu, metrics) = ledgered_run(&host, 5);
-    assert_only_metrics_per_epoch(&ledger, &gpu, 5);
-    assert_same_run(&metrics, &reference(&host, 5), "karate, 5 epochs");
+    let (ledger, gpu, metrics) = ledgered_run(&s, &host, epochs);
+    s.observe_within("metrics", &metric_rows(&metrics), SAME_METRICS);
+    s.observe(
+        "per epoch: bytes of each read-back, copies to the device",
+        &per_epoch(&ledger, &gpu, epochs),
+    );
+    assert_only_metrics_per_epoch(&ledger, &gpu, epochs);
+    assert_same_run(
+        &metrics,
+        &reference(&s, &host, epochs),
+        &format!("karate, {epochs} epochs"),
+    );
 }
 
 #[test]
 fn a_larger_graph_costs_the_same_per_epoch() {
-    // 1000 nodes, about 10 000 edges, 32 features, 5 classes: per epoch, still 16 bytes.
-    let host = datasets::csbm(&CsbmConfig::new(1_000), Placement::cpu()).unwrap();
-    let (ledger, gpu, metrics) = ledgered_run(&host, 3);
+    // About 1000 nodes, 10 edges per node, 32 features, 5 classes: per epoch, still 16 bytes.
+    let s = scenario::start();
+    let config = CsbmConfig {
+        seed: s.seed("graph"),
+        ..CsbmConfig::new(s.pick("nodes", 800..1_200))
+    };
+    let host = datasets::csbm(&config, Placement::cpu()).unwrap();
+    let (ledger, gpu, metrics) = ledgered_run(&s, &host, 3);
+    s.observe_within("metrics", &metric_rows(&metrics), SAME_METRICS);
+    s.observe("the graph's copies", &Json(graph_copy_rows(&ledger, &host)));
+    s.observe(
+        "per epoch: bytes of each read-back, copies to the device",
+        &per_epoch(&ledger, &gpu, 3),
+    );
     assert_crosses_once(&ledger, &gpu, &host, 3);
     assert_only_metrics_per_epoch(&ledger, &gpu, 3);
-    assert_same_run(&metrics, &reference(&host, 3), "csbm:1000, 3 epochs");
+    assert_same_run(
+        &metrics,
+        &reference(&s, &host, 3),
+        &format!("csbm:{}, 3 epochs", config.nodes),
+    );
 }

@@ -1,29 +1,47 @@
 //! Graded tests for exercise 02-3 (points in exercise.toml). Do not edit: the grader checks this
 //! file against its checksum.
+//!
+//! Each test is a scenario (the `scenario` crate): it records what it observed (the copies in
+//! the transfer ledger, the device a checkpoint says it came from, where the loaded model is,
+//! its parameters and logits), and a teacher's grader compares that with the reference
+//! solution's. The run's challenge picks the training seed and the simulated devices' numbers,
+//! and which tensors a broken checkpoint lacks.
 
-use super::portable_checkpoint::{load, save, save_with, CONFIG_KEY, SAVED_FROM_KEY};
+use super::portable_checkpoint::{load, save, save_with, Loaded, CONFIG_KEY, SAVED_FROM_KEY};
+use scenario::{Json, Scenario};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 use workbook::candle_core::{Device, Tensor};
-use workbook::device::accelerator;
-use workbook::ledger::Ledger;
+use workbook::device::accelerator_or_sim;
+use workbook::ledger::{Ledger, Transfer};
 use workbook::train::{train, TrainConfig};
 use workbook::{checkpoint, datasets, tensor_file, Model, ModelConfig, Placement};
 
-/// A GCN trained for 20 epochs on karate, on `at`.
-fn trained_on(at: &Placement) -> Model {
+/// The accelerator: `cuda:0`, or `sim:2` to `sim:7` as the run's challenge picks.
+fn accelerator(s: &Scenario) -> Placement {
+    accelerator_or_sim(s.pick("accelerator", 2..8)).placement
+}
+
+/// Another simulated device, never the accelerator: `sim:8` to `sim:15`.
+fn elsewhere(s: &Scenario) -> Placement {
+    Placement::sim(s.pick("other device", 8..16))
+}
+
+/// A GCN trained on karate on `at`, with a seed and a number of epochs the challenge picks.
+fn trained_on(s: &Scenario, at: &Placement) -> Model {
     let graph = datasets::karate(at).unwrap();
     let config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
     let recipe = TrainConfig {
-        epochs: 20,
+        epochs: s.pick("epochs", 5..20),
+        seed: s.seed("training"),
         ..TrainConfig::gcn()
     };
     train(config, &graph, &recipe, |_| {}).unwrap().model
 }
 
-fn fresh(seed: u64) -> Model {
-    Model::init(ModelConfig::gcn(34, 16, 4), seed, Placement::cpu())
+fn fresh(s: &Scenario, label: &str) -> Model {
+    Model::init(ModelConfig::gcn(34, 16, 4), s.seed(label), Placement::cpu())
         .unwrap()
         .0
 }
@@ -57,9 +75,9 @@ fn parameters(model: &Model) -> Vec<(String, Bits)> {
 }
 
 /// The model's logits on karate, computed on `at`.
-fn logits_on(model: &Model, at: &Placement) -> Bits {
+fn logits_on(model: &Model, at: &Placement) -> Tensor {
     let graph = datasets::karate(at).unwrap();
-    bits(&model.forward_graph(&graph).unwrap().logits)
+    model.forward_graph(&graph).unwrap().logits
 }
 
 fn files_in(dir: &Path) -> Vec<String> {
@@ -71,56 +89,139 @@ fn files_in(dir: &Path) -> Vec<String> {
     names
 }
 
-fn check_placed(model: &Model, at: &Placement) {
-    assert_eq!(
-        model.placement(),
-        at,
-        "the loaded model must be on the device asked for"
-    );
-    for (name, placement) in model.parameter_placements() {
+/// The ledger's copies, sorted (two correct solutions may copy in another order).
+fn copies(transfers: Vec<Transfer>) -> Vec<(String, String, String, u64)> {
+    let mut rows: Vec<_> = transfers
+        .into_iter()
+        .map(|t| (t.what, t.from, t.to, t.bytes))
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// A copy the ledger recorded: what, from, to, bytes.
+type Row = (String, String, String, u64);
+
+/// Saves `model` to `path`, returning the copies the ledger recorded while saving.
+fn save_copies(model: &Model, path: &Path, ledger: &Ledger) -> Vec<Row> {
+    ledger.clear();
+    save(model, path).unwrap_or_else(|e| panic!("saving from {} failed: {e}", model.placement()));
+    copies(ledger.transfers())
+}
+
+/// Checks that saving `model` copied every parameter to the host once, explicitly (nothing to
+/// copy from the host itself).
+fn check_save_copies(model: &Model, copies: &[Row], ledger: &Ledger) {
+    if model.placement().is_cpu() {
+        return;
+    }
+    let from = model.placement().to_string();
+    for (name, _) in model.named_parameters() {
+        let n = copies
+            .iter()
+            .filter(|(what, f, to, _)| what.contains(&name) && *f == from && to == "cpu")
+            .count();
         assert_eq!(
-            placement, at,
-            "'{name}' was loaded onto {placement}, not {at}"
+            n,
+            1,
+            "saving from {from} must copy '{name}' to the host once, explicitly (Placement::cpu().move_tensor), so the ledger shows it; it shows {n} such copies:\n{}",
+            ledger.table()
         );
     }
 }
 
-#[test]
-fn round_trip_from_the_accelerator_to_the_cpu() {
-    let ledger = Ledger::new();
-    let gpu = accelerator().placement.with_ledger(&ledger);
-    let model = trained_on(&gpu);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("gcn.safetensors");
+/// Loads `path` onto `to`, returning the checkpoint and the copies the ledger recorded.
+fn load_copies(path: &Path, to: &Placement, ledger: &Ledger, model: &Model) -> (Loaded, Vec<Row>) {
     ledger.clear();
-    save(&model, &path).unwrap_or_else(|e| panic!("saving from {gpu} failed: {e}"));
-    for (name, _) in model.named_parameters() {
-        assert!(
-            ledger
-                .transfers()
+    let loaded = load(path, to).unwrap_or_else(|e| {
+        panic!(
+            "loading a checkpoint saved from {} onto {to} failed: {e}",
+            model.placement()
+        )
+    });
+    (loaded, copies(ledger.transfers()))
+}
+
+/// Where each parameter of `model` is.
+fn placements(model: &Model) -> Vec<(String, String)> {
+    model
+        .parameter_placements()
+        .into_iter()
+        .map(|(n, at)| (n, at.to_string()))
+        .collect()
+}
+
+/// Checks the checkpoint loaded onto `to`: every parameter crossed from the host to `to` once,
+/// explicitly; `saved_from` is `model`'s device; the model is on `to` with `model`'s parameters
+/// and logits.
+fn check_loaded(loaded: &Loaded, copies: &[Row], to: &Placement, ledger: &Ledger, model: &Model) {
+    if !to.is_cpu() {
+        // The file is read on the host; each tensor then crosses to map_location once,
+        // explicitly (map_location.move_tensor), so that the ledger shows every copy.
+        for (name, _) in model.named_parameters() {
+            let n = copies
                 .iter()
-                .any(|t| t.what.contains(&name) && t.to == "cpu"),
-            "saving from {gpu} must copy '{name}' to the host explicitly (Placement::cpu().move_tensor), so the ledger shows it:\n{}",
-            ledger.table()
-        );
+                .filter(|(what, f, t, _)| {
+                    what.contains(&name) && f == "cpu" && *t == to.to_string()
+                })
+                .count();
+            assert_eq!(
+                n,
+                1,
+                "loading onto {to} must copy '{name}' from the host to {to} once, explicitly (map_location.move_tensor), so the ledger shows it; it shows {n} such copies:\n{}",
+                ledger.table()
+            );
+        }
     }
-    let loaded = load(&path, &Placement::cpu())
-        .unwrap_or_else(|e| panic!("loading a checkpoint saved from {gpu} onto cpu failed: {e}"));
     assert_eq!(
         loaded.saved_from,
-        gpu.to_string(),
+        model.placement().to_string(),
         "the checkpoint should record the device it was saved from ('{SAVED_FROM_KEY}')"
     );
-    check_placed(&loaded.model, &Placement::cpu());
+    assert_eq!(
+        loaded.model.placement(),
+        to,
+        "the loaded model must be on the device asked for (map_location), whatever it was saved from"
+    );
+    for (name, placement) in placements(&loaded.model) {
+        assert_eq!(
+            placement,
+            to.to_string(),
+            "'{name}' was loaded onto {placement}, not {to}"
+        );
+    }
     assert!(
-        parameters(&loaded.model) == parameters(&model),
+        parameters(&loaded.model) == parameters(model),
         "the loaded parameters differ from the saved ones"
     );
-    let cpu = Placement::cpu();
     assert!(
-        logits_on(&loaded.model, &cpu) == logits_on(&model.to_device(&cpu).unwrap(), &cpu),
-        "the loaded model's logits differ from the trained model's"
+        bits(&logits_on(&loaded.model, to)) == bits(&logits_on(&model.to_device(to).unwrap(), to)),
+        "on {to}, the loaded model's logits differ from the trained model's"
     );
+}
+
+#[test]
+fn round_trip_from_the_accelerator_to_the_cpu() {
+    let s = scenario::start();
+    let ledger = Ledger::new();
+    let gpu = accelerator(&s).with_ledger(&ledger);
+    let model = trained_on(&s, &gpu);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gcn.safetensors");
+    let saved = save_copies(&model, &path, &ledger);
+    s.observe("copies while saving", &Json(&saved));
+    check_save_copies(&model, &saved, &ledger);
+    let to = Placement::cpu();
+    let (loaded, loading) = load_copies(&path, &to, &ledger, &model);
+    s.observe("copies while loading", &Json(&loading));
+    s.observe("saved_from", &loaded.saved_from);
+    s.observe("the loaded model's placements", &placements(&loaded.model));
+    s.observe(
+        "the loaded model's parameters",
+        &loaded.model.named_parameters(),
+    );
+    s.observe("the loaded model's logits", &logits_on(&loaded.model, &to));
+    check_loaded(&loaded, &loading, &to, &ledger, &model);
     // PyG names and the config in the metadata: the library's own loader reads the file too.
     let by_library = checkpoint::load(&path, Placement::cpu()).unwrap_or_else(|e| {
         panic!("workbook::checkpoint::load cannot read the file (PyG names, config under '{CONFIG_KEY}'): {e}")
@@ -133,48 +234,61 @@ fn round_trip_from_the_accelerator_to_the_cpu() {
 
 #[test]
 fn round_trip_from_the_cpu_to_the_accelerator() {
+    let s = scenario::start();
     let cpu = Placement::cpu();
-    let model = trained_on(&cpu);
+    let model = trained_on(&s, &cpu);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gcn.safetensors");
-    save(&model, &path).unwrap_or_else(|e| panic!("saving from cpu failed: {e}"));
     let ledger = Ledger::new();
-    let gpu = accelerator().placement.with_ledger(&ledger);
-    let loaded = load(&path, &gpu)
-        .unwrap_or_else(|e| panic!("loading a checkpoint saved on cpu onto {gpu} failed: {e}"));
-    // The file is read on the host; each tensor then crosses to map_location once, explicitly
-    // (map_location.move_tensor), so that the ledger shows every copy.
-    for (name, _) in model.named_parameters() {
-        let copies = ledger
-            .transfers()
-            .iter()
-            .filter(|t| t.what.contains(&name) && t.from == "cpu" && t.to == gpu.to_string())
-            .count();
-        assert_eq!(
-            copies,
-            1,
-            "loading onto {gpu} must copy '{name}' from the host to {gpu} once, explicitly (map_location.move_tensor), so the ledger shows it; it shows {copies} such copies:\n{}",
-            ledger.table()
-        );
-    }
-    assert_eq!(
-        loaded.saved_from, "cpu",
-        "the checkpoint should record the device it was saved from ('{SAVED_FROM_KEY}')"
+    let saved = save_copies(&model, &path, &ledger);
+    s.observe("copies while saving", &Json(&saved));
+    check_save_copies(&model, &saved, &ledger);
+    let to = accelerator(&s).with_ledger(&ledger);
+    let (loaded, loading) = load_copies(&path, &to, &ledger, &model);
+    s.observe("copies while loading", &Json(&loading));
+    s.observe("saved_from", &loaded.saved_from);
+    s.observe("the loaded model's placements", &placements(&loaded.model));
+    s.observe(
+        "the loaded model's parameters",
+        &loaded.model.named_parameters(),
     );
-    check_placed(&loaded.model, &gpu);
-    assert!(
-        parameters(&loaded.model) == parameters(&model),
-        "the loaded parameters differ from the saved ones"
+    s.observe("the loaded model's logits", &logits_on(&loaded.model, &to));
+    check_loaded(&loaded, &loading, &to, &ledger, &model);
+}
+
+#[test]
+fn round_trip_between_two_devices() {
+    // Saved on one device, loaded onto another: both copies through the host, each recorded,
+    // and the device it came from is information, never the destination.
+    let s = scenario::start();
+    let ledger = Ledger::new();
+    let (gpu, other) = (
+        accelerator(&s).with_ledger(&ledger),
+        elsewhere(&s).with_ledger(&ledger),
     );
-    assert!(
-        logits_on(&loaded.model, &gpu) == logits_on(&model.to_device(&gpu).unwrap(), &gpu),
-        "on {gpu}, the loaded model's logits differ from the trained model's"
+    let model = trained_on(&s, &gpu);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gcn.safetensors");
+    let saved = save_copies(&model, &path, &ledger);
+    s.observe("copies while saving", &Json(&saved));
+    check_save_copies(&model, &saved, &ledger);
+    let to = other.clone();
+    let (loaded, loading) = load_copies(&path, &to, &ledger, &model);
+    s.observe("copies while loading", &Json(&loading));
+    s.observe("saved_from", &loaded.saved_from);
+    s.observe("the loaded model's placements", &placements(&loaded.model));
+    s.observe(
+        "the loaded model's parameters",
+        &loaded.model.named_parameters(),
     );
+    s.observe("the loaded model's logits", &logits_on(&loaded.model, &to));
+    check_loaded(&loaded, &loading, &to, &ledger, &model);
 }
 
 #[test]
 fn a_failed_save_keeps_the_previous_checkpoint() {
-    let (first, second) = (fresh(0), fresh(1));
+    let s = scenario::start();
+    let (first, second) = (fresh(&s, "first model"), fresh(&s, "second model"));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gcn.safetensors");
     save(&first, &path).unwrap_or_else(|e| panic!("saving failed: {e}"));
@@ -189,6 +303,15 @@ fn a_failed_save_keeps_the_previous_checkpoint() {
             "no space left on device (simulated by the test)",
         ))
     });
+    let kept = checkpoint::load(&path, Placement::cpu()).ok();
+    s.observe("the failed save is an error", &result.is_err());
+    s.observe(
+        "files while writing, and after the failure",
+        &(folder_while_writing.len(), files_in(dir.path()).len()),
+    );
+    for (name, t) in kept.iter().flat_map(|m| m.named_parameters()) {
+        s.observe(format!("after the failure, the file's {name}"), &t);
+    }
     assert!(
         result.is_err(),
         "save_with must report the failed write as an error (and write through `write`)"
@@ -215,6 +338,9 @@ fn a_failed_save_keeps_the_previous_checkpoint() {
         "a successful save should leave exactly the checkpoint in the folder"
     );
     let replaced = checkpoint::load(&path, Placement::cpu()).unwrap();
+    for (name, t) in replaced.named_parameters() {
+        s.observe(format!("after the second save, the file's {name}"), &t);
+    }
     assert!(
         parameters(&replaced) == parameters(&second),
         "after a successful save, the file should hold the new model"
@@ -223,8 +349,9 @@ fn a_failed_save_keeps_the_previous_checkpoint() {
 
 #[test]
 fn a_broken_checkpoint_names_what_is_wrong() {
-    let model = fresh(0);
-    let gpu = accelerator().placement;
+    let s = scenario::start();
+    let model = fresh(&s, "model");
+    let gpu = accelerator(&s);
     let dir = tempfile::tempdir().unwrap();
     let metadata = HashMap::from([
         (
@@ -235,25 +362,47 @@ fn a_broken_checkpoint_names_what_is_wrong() {
     ]);
     let all = model.named_parameters();
 
-    let no_biases = dir.path().join("no_biases.safetensors");
-    let weights_only: Vec<(String, Tensor)> = all
+    // Some tensors missing, which ones the challenge says (at least one): every one is named.
+    let mut missing: Vec<String> = all
         .iter()
-        .filter(|(name, _)| !name.ends_with("bias"))
+        .map(|(name, _)| name.clone())
+        .filter(|name| s.seed(&format!("{name} is missing")) & 1 == 1)
+        .collect();
+    if missing.is_empty() {
+        missing.push(all[all.len() - 1].0.clone());
+    }
+    let incomplete = dir.path().join("incomplete.safetensors");
+    let kept: Vec<(String, Tensor)> = all
+        .iter()
+        .filter(|(name, _)| !missing.contains(name))
         .cloned()
         .collect();
-    tensor_file::write(&no_biases, &weights_only, Some(metadata.clone())).unwrap();
-    let err = match load(&no_biases, &gpu) {
-        Ok(_) => panic!("loading a checkpoint without conv1.bias and conv2.bias must fail"),
+    tensor_file::write(&incomplete, &kept, Some(metadata.clone())).unwrap();
+    let err = match load(&incomplete, &gpu) {
+        Ok(_) => String::new(),
         Err(e) => e.to_string(),
     };
-    assert!(
-        err.contains("conv1.bias") && err.contains("conv2.bias"),
-        "the error must name every missing tensor (conv1.bias and conv2.bias); got: {err}"
+    let named: Vec<(&String, bool)> = missing
+        .iter()
+        .map(|m| (m, err.contains(m.as_str())))
+        .collect();
+    s.observe("missing tensors, and whether the error names each", &named);
+    s.observe(
+        "the error names the incomplete file",
+        &err.contains(&incomplete.display().to_string()),
     );
     assert!(
-        err.contains(&no_biases.display().to_string()),
+        !err.is_empty(),
+        "loading a checkpoint without {missing:?} must fail"
+    );
+    assert!(
+        named.iter().all(|(_, said)| *said),
+        "the error must name every missing tensor ({missing:?}); got: {err}"
+    );
+    assert!(
+        err.contains(&incomplete.display().to_string()),
         "the error must name the file ({}); got: {err}",
-        no_biases.display()
+        incomplete.display()
     );
 
     let truncated = dir.path().join("truncated.safetensors");
@@ -264,6 +413,10 @@ fn a_broken_checkpoint_names_what_is_wrong() {
         Ok(_) => panic!("loading half a checkpoint must fail"),
         Err(e) => e.to_string(),
     };
+    s.observe(
+        "the error names the truncated file",
+        &err.contains(&truncated.display().to_string()),
+    );
     assert!(
         err.contains(&truncated.display().to_string()),
         "the error for a truncated file must name it ({}); got: {err}",
@@ -276,6 +429,13 @@ fn a_broken_checkpoint_names_what_is_wrong() {
         Ok(_) => panic!("loading a file without a config in its metadata must fail"),
         Err(e) => e.to_string(),
     };
+    s.observe(
+        "the error for a file without a config names it and the key",
+        &(
+            err.contains(CONFIG_KEY),
+            err.contains(&no_config.display().to_string()),
+        ),
+    );
     assert!(
         err.contains(CONFIG_KEY) && err.contains(&no_config.display().to_string()),
         "the error for a file without a config must name the file and the missing '{CONFIG_KEY}'; got: {err}"

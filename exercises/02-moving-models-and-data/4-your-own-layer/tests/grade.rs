@@ -1,14 +1,34 @@
 //! Graded tests for exercise 02-4 (points in exercise.toml). Do not edit: the grader checks this
 //! file against its checksum.
+//!
+//! Each test is a scenario (the `scenario` crate): it records what it observed, and a teacher's
+//! grader compares that with the reference solution's. The run's challenge relabels the nodes of
+//! every PyG fixture (and shuffles its edges) and picks the simulated accelerator's number, so
+//! the outputs and placements cannot be written down in advance.
 
 use super::my_sage::MySageConv;
+use scenario::{Json, Scenario, Tolerance};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use workbook::candle_core::{DType, Device, Tensor};
 use workbook::candle_nn::VarBuilder;
-use workbook::device::accelerator;
+use workbook::device::accelerator_or_sim;
 use workbook::layers::{GraphLayer, LayerInput, SageConfig};
-use workbook::{tensor_file, EdgeIndex, Module, Placement};
+use workbook::{fixed_device, tensor_file, EdgeIndex, Module, Placement};
+
+/// The file under test, from whichever tree (exercises/ or solutions/) is graded.
+const SOURCE: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/my_sage.rs"));
+
+/// Outputs of two correct layers differ by float rounding only.
+const SAME_OUTPUT: Tolerance = Tolerance {
+    abs: 1e-5,
+    rel: 1e-5,
+};
+
+/// The accelerator: `cuda:0`, or `sim:2` to `sim:7` as the run's challenge picks.
+fn accelerator(s: &Scenario) -> Placement {
+    accelerator_or_sim(s.pick("accelerator", 2..8)).placement
+}
 
 /// PyG 2.8.1's SAGEConv(8, 4) on a 40-node graph, every combination of root_weight, normalize
 /// and bias (crates/workbook/tests/fixtures/pyg/sage).
@@ -33,7 +53,27 @@ struct Case {
     expected: Tensor,
 }
 
-fn load(path: &Path) -> Case {
+/// A seeded permutation of `0..n` (Fisher-Yates on SplitMix64).
+fn permutation(n: usize, seed: u64) -> Vec<usize> {
+    let mut state = seed;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut p: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        p.swap(i, (next() % (i as u64 + 1)) as usize);
+    }
+    p
+}
+
+/// The fixture at `path`, with its nodes relabelled and its edges shuffled by the challenge:
+/// SAGEConv does not depend on node labels or edge order, so PyG's output, relabelled, is still
+/// the answer.
+fn load(path: &Path, s: &Scenario) -> Case {
     let file = tensor_file::read(path, &Device::Cpu).unwrap();
     let config: SageConfig = serde_json::from_str(&file.metadata["config"]).unwrap();
     let params: HashMap<String, Tensor> = file
@@ -42,36 +82,77 @@ fn load(path: &Path) -> Case {
         .filter_map(|(k, v)| Some((k.strip_prefix("params.")?.to_string(), v.clone())))
         .collect();
     let vb = VarBuilder::from_tensors(params, DType::F32, &Device::Cpu);
-    let x = file.tensors["x"].clone();
-    let edge_index = EdgeIndex::from_tensor(&file.tensors["edge_index"], 40).unwrap();
+    let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+    let original = EdgeIndex::from_tensor(&file.tensors["edge_index"], 40).unwrap();
+    let n = original.num_nodes();
+    // node i is called relabel[i]; row k of the relabelled features is old node `old[k]`
+    let relabel = permutation(n, s.seed(&format!("nodes of {name}")));
+    let mut old = vec![0u32; n];
+    for (i, &k) in relabel.iter().enumerate() {
+        old[k] = i as u32;
+    }
+    let order = permutation(original.num_edges(), s.seed(&format!("edges of {name}")));
+    let (src, dst) = (original.sources_host(), original.targets_host());
+    let src: Vec<i64> = order
+        .iter()
+        .map(|&e| relabel[src[e] as usize] as i64)
+        .collect();
+    let dst: Vec<i64> = order
+        .iter()
+        .map(|&e| relabel[dst[e] as usize] as i64)
+        .collect();
+    let old = Tensor::new(old.as_slice(), &Device::Cpu).unwrap();
     Case {
-        name: path.file_stem().unwrap().to_string_lossy().into_owned(),
         layer: MySageConv::new(config, vb).unwrap(),
-        x,
-        edge_index,
-        expected: file.tensors["expected.out"].clone(),
+        x: file.tensors["x"].index_select(&old, 0).unwrap(),
+        edge_index: EdgeIndex::new(&src, &dst, n, Placement::cpu()).unwrap(),
+        expected: file.tensors["expected.out"].index_select(&old, 0).unwrap(),
+        name,
     }
 }
 
-fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
-    assert_eq!(a.dims(), b.dims());
-    (a.to_device(&Device::Cpu).unwrap() - b)
-        .unwrap()
-        .abs()
+fn host(t: &Tensor) -> Vec<f32> {
+    t.to_device(&Device::Cpu)
         .unwrap()
         .flatten_all()
         .unwrap()
-        .max(0)
+        .to_vec1()
         .unwrap()
-        .to_scalar()
-        .unwrap()
+}
+
+/// What is wrong with `got` against PyG's `want`, if anything: a NaN or an infinity anywhere
+/// (candle's `max` skips NaN, so a maximum of differences cannot be trusted with them), or a
+/// difference of 1e-5 or more.
+fn differs(got: &Tensor, want: &Tensor) -> Option<String> {
+    if got.dims() != want.dims() {
+        return Some(format!(
+            "its output has shape {:?}, PyG's {:?}",
+            got.dims(),
+            want.dims()
+        ));
+    }
+    let (got, want) = (host(got), host(want));
+    let non_finite = got.iter().filter(|v| !v.is_finite()).count();
+    if non_finite > 0 {
+        return Some(format!(
+            "{non_finite} of its {} outputs are NaN or infinite (a node without in-edges divides 0 by a count of 0?)",
+            got.len()
+        ));
+    }
+    let worst = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    (worst >= 1e-5).then(|| format!("it differs from PyG by {worst}"))
 }
 
 #[test]
 fn matches_pyg_on_every_fixture() {
+    let s = scenario::start();
     let mut failures = Vec::new();
     for path in fixtures() {
-        let c = load(&path);
+        let c = load(&path, &s);
         let input = LayerInput {
             x: &c.x,
             edge_index: &c.edge_index,
@@ -79,9 +160,9 @@ fn matches_pyg_on_every_fixture() {
         };
         match c.layer.apply(&input, None) {
             Ok(o) => {
-                let d = max_diff(&o.out, &c.expected);
-                if d.is_nan() || d >= 1e-5 {
-                    failures.push(format!("{}: differs from PyG by {d}", c.name));
+                s.observe_within(format!("{} output", c.name), &o.out, SAME_OUTPUT);
+                if let Some(problem) = differs(&o.out, &c.expected) {
+                    failures.push(format!("{}: {problem}", c.name));
                 }
             }
             Err(e) => failures.push(format!("{}: {e}", c.name)),
@@ -92,11 +173,16 @@ fn matches_pyg_on_every_fixture() {
 
 #[test]
 fn every_parameter_moves_and_is_named_as_in_pyg() {
-    let gpu = accelerator().placement;
+    let s = scenario::start();
+    let gpu = accelerator(&s);
     for (file, names) in [
         (
             "sage_root1_norm0_bias1",
             &["lin_l.weight", "lin_l.bias", "lin_r.weight"][..],
+        ),
+        (
+            "sage_root1_norm1_bias0",
+            &["lin_l.weight", "lin_r.weight"][..],
         ),
         ("sage_root0_norm1_bias0", &["lin_l.weight"][..]),
     ] {
@@ -104,21 +190,36 @@ fn every_parameter_moves_and_is_named_as_in_pyg() {
             .into_iter()
             .find(|p| p.ends_with(format!("{file}.safetensors")))
             .unwrap();
-        let c = load(&path);
+        let c = load(&path, &s);
         let got: Vec<String> = c
             .layer
             .named_parameters()
             .into_iter()
             .map(|(n, _)| n)
             .collect();
+        s.observe(format!("{file}: parameters"), &got);
         assert_eq!(
             got, names,
             "{file}: the parameters PyG's state_dict has, by its names"
         );
         let moved = c.layer.to_device(&gpu).unwrap();
+        let placements: Vec<(String, String)> = moved
+            .tensor_placements()
+            .into_iter()
+            .map(|(name, _, at)| (name, at.to_string()))
+            .collect();
+        s.observe(format!("{file}: placements after the move"), &placements);
+        s.observe(
+            format!("{file}: the layer's placement after the move"),
+            &moved.placement().to_string(),
+        );
         assert_eq!(moved.placement(), &gpu);
-        for (name, _, at) in moved.tensor_placements() {
-            assert_eq!(at, gpu, "{file}: '{name}' did not move to {gpu}");
+        for (name, at) in &placements {
+            assert_eq!(
+                at,
+                &gpu.to_string(),
+                "{file}: '{name}' did not move to {gpu}"
+            );
         }
         for (name, t) in moved.named_parameters() {
             assert!(
@@ -133,22 +234,33 @@ fn every_parameter_moves_and_is_named_as_in_pyg() {
             edge_index: &ei,
             edge_weight: None,
         };
-        let err = c.layer.apply(&input, None).unwrap_err().to_string();
+        let err = match c.layer.apply(&input, None) {
+            Ok(_) => String::from("(no error)"),
+            Err(e) => e.to_string(),
+        };
+        s.observe(
+            format!("{file}: the layer on cpu, the graph on the accelerator"),
+            &err,
+        );
         assert!(
             err.contains("SAGEConv parameters are on cpu") && err.contains(&gpu.to_string()),
-            "{err}"
+            "{file}: with the layer on cpu and the graph on {gpu}, apply should name the mismatch; got: {err}"
         );
     }
 }
 
 #[test]
 fn no_intermediate_on_a_fixed_device() {
-    // On sim:1 this runs the shadow pass of GraphLayer::apply; on a GPU, candle checks devices.
-    let gpu = accelerator().placement;
+    // On sim:N, GraphLayer::apply runs the float64 shadow pass (a tensor made with a fixed
+    // dtype stops it), and the code's witness reads your file for devices written in it (a
+    // tensor made with x.dtype() on &Device::Cpu is the same call as one made from x on sim:N,
+    // so only the code shows it). On a GPU, candle checks devices itself.
+    let s = scenario::start();
+    let gpu = accelerator(&s);
     let cpu = Placement::cpu();
     let mut failures = Vec::new();
     for path in fixtures() {
-        let c = load(&path);
+        let c = load(&path, &s);
         let layer = c.layer.to_device(&gpu).unwrap();
         let x = gpu.move_tensor(&c.x, &cpu, "x").unwrap();
         let ei = c.edge_index.to_device(&gpu).unwrap();
@@ -159,13 +271,32 @@ fn no_intermediate_on_a_fixed_device() {
         };
         match layer.apply(&input, None) {
             Ok(o) => {
-                let d = max_diff(&o.out, &c.expected);
-                if d.is_nan() || d >= 1e-5 {
-                    failures.push(format!("{} on {gpu}: differs from PyG by {d}", c.name));
+                s.observe_within(
+                    format!("{} output on the accelerator", c.name),
+                    &o.out,
+                    SAME_OUTPUT,
+                );
+                s.observe(
+                    format!("{} output's device", c.name),
+                    &workbook::placement::inherit(&o.out, &gpu).to_string(),
+                );
+                if let Some(problem) = differs(&o.out, &c.expected) {
+                    failures.push(format!("{} on {gpu}: {problem}", c.name));
                 }
             }
             Err(e) => failures.push(format!("{} on {gpu}: {e}", c.name)),
         }
+    }
+    let written: Vec<(String, String, Option<String>)> =
+        fixed_device::mismatching(SOURCE, &[], &gpu)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|f| (f.written, f.names, f.function))
+            .collect();
+    s.observe("devices written in src/my_sage.rs", &Json(&written));
+    if let Err(e) = fixed_device::check("src/my_sage.rs", SOURCE, &[], "SAGEConv parameters", &gpu)
+    {
+        failures.push(e.to_string());
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -3,16 +3,24 @@
 //!
 //! No sleeps and no luck: channels and a barrier pause threads inside `forward_paused` to force
 //! the interleavings that lose, so a layer that keeps attention in shared state fails every time.
+//!
+//! Each test is a scenario (the `scenario` crate): it records the attention every thread got,
+//! and a teacher's grader compares it with the reference solution's. The run's challenge picks
+//! the layer's seed and the graphs, so the attention cannot be written down in advance.
 
 use super::stateless_attention::SharedGatV2;
+use scenario::Scenario;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
 use workbook::datasets::{self, CsbmConfig};
 use workbook::{Activation, EdgeIndex, GatV2Config, GatV2Conv, GatV2Output, Graph, Layer};
 use workbook::{LayerConfig, Model, ModelConfig, Placement};
 use workbook_lessons::threads::serving::Request;
 
-/// A seeded single GATv2 layer (2 heads × 8 channels) taking `in_channels` features.
-fn gatv2(in_channels: usize) -> GatV2Conv {
+/// A single GATv2 layer (2 heads × 8 channels) taking `in_channels` features, seeded by the
+/// challenge.
+fn gatv2(s: &Scenario, in_channels: usize) -> GatV2Conv {
     let config = ModelConfig {
         layers: vec![LayerConfig::GatV2(
             GatV2Config::new(in_channels, 8).heads(2),
@@ -21,25 +29,29 @@ fn gatv2(in_channels: usize) -> GatV2Conv {
         dropout: 0.0,
         prefixed: false,
     };
-    let (model, _vars) = Model::init(config, 0, Placement::cpu()).expect("building the layer");
+    let (model, _vars) =
+        Model::init(config, s.seed("layer"), Placement::cpu()).expect("building the layer");
     match &model.layers()[0] {
         Layer::GatV2(conv) => conv.clone(),
         _ => unreachable!("the config has one GATv2 layer"),
     }
 }
 
-/// `graph` without every fifth edge: a different graph on the same nodes.
-fn thinned(graph: &Graph) -> Request {
+/// `graph` without every `k`-th edge (`k` picked by the challenge): a different graph on the
+/// same nodes.
+fn thinned(s: &Scenario, graph: &Graph) -> Request {
+    let k = s.pick("thinning", 3..8);
+    let first = s.pick("first edge dropped", 0..k);
     let ei = graph.edge_index();
     let keep = |ids: &[u32]| -> Vec<i64> {
         (0..ids.len())
-            .filter(|i| i % 5 != 4)
+            .filter(|i| i % k != first)
             .map(|i| i64::from(ids[i]))
             .collect()
     };
     let (src, dst) = (keep(ei.sources_host()), keep(ei.targets_host()));
     Request {
-        name: format!("{} without every 5th edge", graph.name),
+        name: format!("{} without every {k}th edge", graph.name),
         x: graph.x().clone(),
         edge_index: EdgeIndex::new(&src, &dst, graph.num_nodes(), graph.placement()).unwrap(),
         nodes: None,
@@ -61,15 +73,32 @@ fn same_attention(a: &GatV2Output, b: &GatV2Output) -> bool {
         && bits(&a.attention.weights) == bits(&b.attention.weights)
 }
 
+/// How long a paused thread waits for the others before it concludes that they cannot run: a
+/// layer that holds a lock across its whole forward pass lets only one caller in at a time, and
+/// this keeps such a layer from hanging the test. (The interleavings themselves are forced with
+/// channels and a barrier, never by waiting.)
+const PATIENCE: Duration = Duration::from_secs(10);
+
 fn edges(out: &GatV2Output) -> usize {
     out.attention.edge_index.num_edges()
 }
 
+/// Records the attention a thread got: its edges and its weights.
+fn observe(s: &Scenario, who: &str, out: &GatV2Output) {
+    let ei = &out.attention.edge_index;
+    s.observe(
+        format!("{who}: attention edges"),
+        &(ei.sources_host().to_vec(), ei.targets_host().to_vec()),
+    );
+    s.observe(format!("{who}: attention weights"), &out.attention.weights);
+}
+
 #[test]
 fn each_thread_gets_its_own_attention_under_the_race() {
+    let s = scenario::start();
     let karate = datasets::karate(Placement::cpu()).unwrap();
-    let (a, b) = (Request::whole(&karate), thinned(&karate));
-    let layer = SharedGatV2::new(gatv2(karate.num_features()));
+    let (a, b) = (Request::whole(&karate), thinned(&s, &karate));
+    let layer = SharedGatV2::new(gatv2(&s, karate.num_features()));
     let want_a = layer.conv().forward(&a.x, &a.edge_index).unwrap();
     let want_b = layer.conv().forward(&b.x, &b.edge_index).unwrap();
 
@@ -77,12 +106,16 @@ fn each_thread_gets_its_own_attention_under_the_race() {
     // only then does A's forward pass return.
     let (a_computed, a_computed_rx) = mpsc::channel::<()>();
     let (b_done, b_done_rx) = mpsc::channel::<()>();
+    let b_ran = AtomicBool::new(false);
     let (got_a, got_b) = std::thread::scope(|s| {
-        let (layer, a, b) = (&layer, &a, &b);
+        let (layer, a, b, b_ran_meanwhile) = (&layer, &a, &b, &b_ran);
         let thread_a = s.spawn(move || {
             layer.forward_paused(&a.x, &a.edge_index, move || {
                 let _ = a_computed.send(()); // 1. A has computed its attention
-                let _ = b_done_rx.recv(); // 3. wait until B is done
+                                             // 3. wait until B is done
+                if b_done_rx.recv_timeout(PATIENCE).is_ok() {
+                    b_ran_meanwhile.store(true, Ordering::SeqCst);
+                }
             })
         });
         let thread_b = s.spawn(move || {
@@ -104,6 +137,17 @@ fn each_thread_gets_its_own_attention_under_the_race() {
             "forward_paused never called `pause`: call it once, after the attention is computed",
         )
         .unwrap_or_else(|e| panic!("thread B's forward failed: {e}"));
+    observe(&s, "thread A", &got_a);
+    observe(&s, "thread B", &got_b);
+    let b_ran = b_ran.load(Ordering::SeqCst);
+    s.observe(
+        "thread B ran a whole forward pass while A was paused",
+        &b_ran,
+    );
+    // Storing and reading back before `pause` would dodge this interleaving and still race:
+    // the layer must hold its parameters (the GatV2Conv) and nothing else.
+    let extra = std::mem::size_of::<SharedGatV2>() - std::mem::size_of::<GatV2Conv>();
+    s.observe("bytes the layer keeps besides its GatV2Conv", &extra);
     assert!(
         same_attention(&got_b, &want_b),
         "thread B did not get the attention of its own graph '{}'",
@@ -119,15 +163,17 @@ fn each_thread_gets_its_own_attention_under_the_race() {
         );
     }
     assert!(
+        b_ran,
+        "thread B could not run its forward pass while thread A was paused inside forward_paused (it waited {} s): the layer lets only one forward pass run at a time (a lock held across the call?); keep the attention in the call instead",
+        PATIENCE.as_secs()
+    );
+    assert!(
         same_attention(&got_a, &want_a),
         "thread A did not get the attention of its own graph '{}' ({} edges); it got {} edges",
         a.name,
         edges(&want_a),
         edges(&got_a)
     );
-    // Storing and reading back before `pause` would dodge this interleaving and still race:
-    // the layer must hold its parameters (the GatV2Conv) and nothing else.
-    let extra = std::mem::size_of::<SharedGatV2>() - std::mem::size_of::<GatV2Conv>();
     assert_eq!(
         extra, 0,
         "SharedGatV2 still keeps {extra} bytes of state besides its GatV2Conv: delete the last_attention field"
@@ -165,11 +211,15 @@ impl Lockstep {
             self.turn.notify_all();
             return;
         }
-        while state.1 == round && !state.2 {
-            state = self
-                .turn
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
+        // A thread that cannot arrive (blocked on a lock another waiting thread holds) would
+        // hang the round: after PATIENCE it is broken up, and every thread goes on.
+        let (mut state, waited) = self
+            .turn
+            .wait_timeout_while(state, PATIENCE, |st| st.1 == round && !st.2)
+            .unwrap_or_else(PoisonError::into_inner);
+        if waited.timed_out() {
+            state.2 = true;
+            self.turn.notify_all();
         }
     }
 
@@ -198,6 +248,7 @@ impl Drop for Arrival<'_> {
 
 #[test]
 fn many_threads_on_different_graphs_match_sequential() {
+    let s = scenario::start();
     const THREADS: usize = 4;
     const ROUNDS: usize = 6;
     // A different graph for every thread and round: CSBM graphs of different sizes and seeds.
@@ -206,7 +257,7 @@ fn many_threads_on_different_graphs_match_sequential() {
             (0..ROUNDS)
                 .map(|r| {
                     let config = CsbmConfig {
-                        seed: (t * ROUNDS + r) as u64,
+                        seed: s.seed(&format!("graph of thread {t}, round {r}")),
                         ..CsbmConfig::new(30 + 7 * t + r)
                     };
                     datasets::csbm(&config, Placement::cpu()).unwrap()
@@ -214,7 +265,7 @@ fn many_threads_on_different_graphs_match_sequential() {
                 .collect()
         })
         .collect();
-    let layer = SharedGatV2::new(gatv2(graphs[0][0].num_features()));
+    let layer = SharedGatV2::new(gatv2(&s, graphs[0][0].num_features()));
     let sequential: Vec<Vec<GatV2Output>> = graphs
         .iter()
         .map(|row| {
@@ -256,6 +307,8 @@ fn many_threads_on_different_graphs_match_sequential() {
                 .as_ref()
                 .unwrap_or_else(|e| panic!("thread {t}, round {r}: forward_paused failed: {e}"));
             let want = &sequential[t][r];
+            observe(&s, &format!("thread {t}, round {r}"), got);
+            s.observe(format!("thread {t}, round {r}: output"), &got.out);
             if !same_attention(got, want) || bits(&got.out) != bits(&want.out) {
                 wrong.push(format!(
                     "thread {t} round {r} ({} edges wanted, {} received)",

@@ -5,10 +5,17 @@
 //! parameters recorded after every optimiser step (`workbook_lessons::threads::snapshot::StepHistory`).
 //! Optimiser steps are paused half-way with channels, never with sleeps, so a server that reads
 //! the live model is caught every time.
+//!
+//! Each test is a scenario (the `scenario` crate): it records what every read was (the step it
+//! claimed, the steps its parameters match, its logits), and a teacher's grader compares that
+//! with the reference solution's. The run's challenge picks the model's seed, where each step
+//! pauses and how many steps there are.
 
 use super::serve_from_snapshots::{Served, TrainAndServe};
+use scenario::{Scenario, Shown, Tolerance};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use workbook::candle_core::Tensor;
 use workbook::{datasets, Graph, Model, ModelConfig, Placement, Result};
 use workbook_lessons::threads::snapshot::{
     fingerprint, parameter_fingerprints, ReadTag, StepHistory,
@@ -20,15 +27,26 @@ fn karate() -> Graph {
     datasets::karate(Placement::cpu()).unwrap()
 }
 
-/// A 2-layer GATv2 (12 parameters) on karate's CPU placement.
-fn service(graph: &Graph) -> TrainAndServe {
+/// A 2-layer GATv2 (12 parameters) on karate's CPU placement, seeded by the challenge.
+fn service(s: &Scenario, graph: &Graph) -> TrainAndServe {
     let config = ModelConfig::gatv2(graph.num_features(), 4, 2, graph.num_classes());
-    TrainAndServe::new(config, 0, graph.placement()).expect("building the service")
+    TrainAndServe::new(config, s.seed("model"), graph.placement()).expect("building the service")
+}
+
+/// After which parameter a step pauses (the challenge picks it, never the first or the last).
+fn pause_after(s: &Scenario, service: &TrainAndServe) -> usize {
+    s.pick("pause after", 1..service.live().named_parameters().len())
+}
+
+fn logits_of(model: &Model, graph: &Graph) -> Tensor {
+    model
+        .forward(graph.x(), graph.edge_index(), None)
+        .unwrap()
+        .logits
 }
 
 fn logits(model: &Model, graph: &Graph) -> u64 {
-    let out = model.forward(graph.x(), graph.edge_index(), None).unwrap();
-    fingerprint(&out.logits).unwrap()
+    fingerprint(&logits_of(model, graph)).unwrap()
 }
 
 /// The parameters and logits recorded after every step, from the live model.
@@ -50,15 +68,36 @@ struct Read {
     claimed: u64,
     parameters: Vec<(String, u64)>,
     logits: u64,
+    out: Tensor,
 }
 
 impl Read {
     fn of(served: &Served, graph: &Graph) -> Self {
+        let out = logits_of(&served.model, graph);
         Read {
             claimed: served.step,
             parameters: parameter_fingerprints(&served.model).unwrap(),
-            logits: logits(&served.model, graph),
+            logits: fingerprint(&out).unwrap(),
+            out,
         }
+    }
+
+    /// Records the read: the step it claimed, the steps its parameters match (none when it
+    /// mixes steps), and its logits.
+    fn observe(&self, s: &Scenario, what: &str, steps: &Steps) {
+        let tag = steps.parameters.tag(&self.parameters);
+        s.observe(
+            format!("{what}: step claimed, steps matched"),
+            &Shown((self.claimed, &tag.steps)),
+        );
+        s.observe_within(
+            format!("{what}: logits"),
+            &self.out,
+            Tolerance {
+                abs: 1e-5,
+                rel: 1e-5,
+            },
+        );
     }
 
     /// `None` when the read is exactly the step it claims; else what is wrong with it.
@@ -84,11 +123,12 @@ impl Read {
 
 #[test]
 fn a_read_mid_step_sees_one_whole_step() {
+    let s = scenario::start();
     let graph = karate();
-    let service = service(&graph);
+    let service = service(&s, &graph);
     let mut steps = Steps::default();
     steps.record(&service, &graph);
-    let half = service.live().named_parameters().len() / 2;
+    let half = pause_after(&s, &service);
 
     let (paused, paused_rx) = mpsc::channel::<()>();
     let (resume, resume_rx) = mpsc::channel::<()>();
@@ -124,6 +164,9 @@ fn a_read_mid_step_sees_one_whole_step() {
     let during = during.expect("the reader panicked").expect(
         "train_step never paused half-way (it must write with set_in_place and after_each)",
     );
+    during.observe(&s, "the read while step 1 was half written", &steps);
+    let after = Read::of(&service.read(), &graph);
+    after.observe(&s, "the read after step 1", &steps);
     if let Some(problem) = during.problem(&steps) {
         panic!("a request served while step 1 was half written was wrong: {problem}");
     }
@@ -131,7 +174,6 @@ fn a_read_mid_step_sees_one_whole_step() {
         during.claimed, 0,
         "while step 1 is half written, requests must still get step 0"
     );
-    let after = Read::of(&service.read(), &graph);
     if let Some(problem) = after.problem(&steps) {
         panic!("a request served after step 1 was wrong: {problem}");
     }
@@ -143,14 +185,16 @@ fn a_read_mid_step_sees_one_whole_step() {
 
 #[test]
 fn a_request_keeps_the_step_it_started_with() {
+    let s = scenario::start();
     let graph = karate();
-    let service = service(&graph);
+    let service = service(&s, &graph);
     let mut steps = Steps::default();
     steps.record(&service, &graph);
     let held = service.read(); // a request starts...
     service.train_step(&graph, LR, |_, _| Ok(())).unwrap(); // ...a whole step happens...
     steps.record(&service, &graph);
     let read = Read::of(&held, &graph); // ...and the request runs its forward pass
+    read.observe(&s, "the request held over step 1", &steps);
     if let Some(problem) = read.problem(&steps) {
         panic!(
             "a request that started on step {} and ran after step 1 was wrong: {problem}; what it holds must not change under it",
@@ -171,12 +215,13 @@ impl Drop for SetOnDrop<'_> {
 
 #[test]
 fn readers_never_see_a_mixed_step_while_training() {
-    const STEPS: u64 = 8;
+    let s = scenario::start();
     const FREE_READERS: usize = 2;
     const MAX_READS: usize = 2_000;
+    let total_steps = s.pick("steps", 5..11) as u64;
     let graph = karate();
-    let service = service(&graph);
-    let half = service.live().named_parameters().len() / 2;
+    let service = service(&s, &graph);
+    let half = pause_after(&s, &service);
     let done = AtomicBool::new(false);
 
     // One trainer; one probe that reads during every step, half-way through (forced); free
@@ -189,7 +234,7 @@ fn readers_never_see_a_mixed_step_while_training() {
             let _stop_readers = SetOnDrop(done);
             let mut steps = Steps::default();
             steps.record(service, graph);
-            for step in 1..=STEPS {
+            for step in 1..=total_steps {
                 service.train_step(graph, LR, |k, _| {
                     if k + 1 == half {
                         let _ = paused.send(step);
@@ -235,13 +280,13 @@ fn readers_never_see_a_mixed_step_while_training() {
         .unwrap_or_else(|e| panic!("train_step failed: {e}"));
     assert_eq!(
         probe_reads.len() as u64,
-        STEPS,
+        total_steps,
         "every train_step must pause half-way (write with set_in_place and after_each)"
     );
     assert_eq!(
         service.steps(),
-        STEPS,
-        "after {STEPS} train_steps, steps() should count {STEPS}"
+        total_steps,
+        "after {total_steps} train_steps, steps() should count {total_steps}"
     );
 
     let mut problems = Vec::new();
@@ -254,6 +299,14 @@ fn readers_never_see_a_mixed_step_while_training() {
         .iter()
         .filter(|r| r.problem(&steps).is_some())
         .count();
+    for (step, read) in &probe_reads {
+        read.observe(&s, &format!("half-way through step {step}"), &steps);
+    }
+    s.observe("steps() after training", &service.steps());
+    s.observe(
+        "wrong reads by the free readers (any number of reads)",
+        &free_problems,
+    );
     assert!(
         problems.is_empty() && free_problems == 0,
         "{} of {} reads during training were wrong; {}",

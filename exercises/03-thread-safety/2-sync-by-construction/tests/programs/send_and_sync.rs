@@ -1,12 +1,17 @@
-//! Written out by `is_send_and_sync_by_construction` (tests/grade.rs), with "EXERCISE_SRC"
-//! replaced by the path of your `src/sync_by_construction.rs`. It compiles only if your
-//! `CachedGatV2` is Send + Sync without `unsafe`: a serving thread gets it through an `Arc`.
+//! Graded program of exercise 03-2 (`is_send_and_sync_by_construction`, `build_only`): its test
+//! is that it compiles. It includes your `src/sync_by_construction.rs` in a crate that forbids
+//! `unsafe`, and hands your `CachedGatV2` to another thread through an `Arc`: that compiles only
+//! if every field is thread-safe (a `RefCell` or a `Cell` is refused with E0277, which names the
+//! field). Do not edit: the grader checks this file against its checksum.
 
 #![forbid(unsafe_code)]
 
 #[allow(dead_code)]
 mod under_test {
-    include!("EXERCISE_SRC");
+    include!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/sync_by_construction.rs"
+    ));
 }
 
 use std::sync::Arc;

@@ -1,5 +1,7 @@
-//! Written out by `shares_one_layer_across_threads` (tests/grade.rs), with "EXERCISE_SRC"
-//! replaced by the path of your `src/sync_by_construction.rs`.
+//! Graded program of exercise 03-2 (`shares_one_layer_across_threads`), a scenario: it records
+//! what it observed (the counts, every answer), and a teacher's grader compares that with the
+//! reference solution's. The run's challenge picks the layer's seed and the number of forced
+//! collisions. Do not edit: the grader checks this file against its checksum.
 //!
 //! Your file is compiled in a crate that forbids `unsafe`, with one difference: the atomic
 //! integers it gets from `std::sync::atomic` are the real ones wrapped by `forced` below, whose
@@ -36,9 +38,14 @@ mod fake_std {
 mod under_test {
     use crate::fake_std as std;
     use real_std::prelude::rust_2021::*;
-    include!("EXERCISE_SRC");
+    include!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/sync_by_construction.rs"
+    ));
 }
 
+// Every atomic a student might use is offered, so most of it is unused by any one solution.
+#[allow(dead_code)]
 mod forced {
     use real_std::fmt;
     use real_std::sync::atomic::{self as real, Ordering};
@@ -152,15 +159,13 @@ mod forced {
 }
 
 use under_test::CachedGatV2;
-use workbook_lessons::threads::serving::Request;
 use workbook::{datasets, Activation, EdgeIndex, GatV2Config, GatV2Output, Graph, Layer};
 use workbook::{LayerConfig, Model, ModelConfig, Placement, Result};
+use workbook_lessons::threads::serving::Request;
 
 const THREADS: usize = 4;
 const PER_THREAD: usize = 25;
 const GRAPHS: usize = 5;
-/// Rounds in which two threads call `answer` at the same moment.
-const COLLISIONS: usize = 20;
 
 /// Karate without every fifth edge, starting at edge `k`: a different graph for each `k`.
 fn thinned(karate: &Graph, k: usize) -> Result<Request> {
@@ -196,21 +201,24 @@ fn same(a: &GatV2Output, b: &GatV2Output) -> Result<bool> {
         && bits(&a.attention.weights)? == bits(&b.attention.weights)?)
 }
 
-/// Fails the program with `message`, which the graded test shows (from the verdict file).
+/// Fails the program with `message`, which the grader shows (the end of what it printed). The
+/// scenario does not finish: nothing after this is recorded.
 fn fail(message: String) -> ! {
     real_std::eprintln!("FAILED: {message}");
-    let _ = real_std::fs::write("VERDICT", &message);
     real_std::process::exit(1)
 }
 
 fn main() {
-    if let Err(e) = run() {
+    let s = scenario::start();
+    if let Err(e) = run(&s) {
         fail(format!("the program failed: {e}"));
     }
     real_std::println!("ok");
 }
 
-fn run() -> Result<()> {
+fn run(s: &scenario::Scenario) -> Result<()> {
+    // Rounds in which two threads call `answer` at the same moment.
+    let collisions = s.pick("collisions", 12..28);
     let karate = datasets::karate(Placement::cpu())?;
     let config = ModelConfig {
         layers: vec![LayerConfig::GatV2(GatV2Config::new(34, 8).heads(2))],
@@ -218,7 +226,7 @@ fn run() -> Result<()> {
         dropout: 0.0,
         prefixed: false,
     };
-    let (model, _vars) = Model::init(config, 0, Placement::cpu())?;
+    let (model, _vars) = Model::init(config, s.seed("layer"), Placement::cpu())?;
     let Layer::GatV2(conv) = &model.layers()[0] else {
         unreachable!("the config has one GATv2 layer")
     };
@@ -233,7 +241,7 @@ fn run() -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let layer = Arc::new(CachedGatV2::new(conv.clone()));
 
-    // 1. Collisions, forced: two threads answer a cached request at the same moment, COLLISIONS
+    // 1. Collisions, forced: two threads answer a cached request at the same moment, `collisions`
     // times, with every counter load waiting for the other thread's.
     layer.answer(&requests[0])?;
     forced::COLLIDE.store(true, Ordering::SeqCst);
@@ -246,7 +254,7 @@ fn run() -> Result<()> {
                 Arc::clone(&start),
             );
             real_std::thread::spawn(move || -> Result<()> {
-                for _ in 0..COLLISIONS {
+                for _ in 0..collisions {
                     start.wait();
                     layer.answer(&requests[0])?;
                 }
@@ -260,10 +268,11 @@ fn run() -> Result<()> {
             .unwrap_or_else(|_| fail("a thread panicked in answer".into()))?;
     }
     forced::COLLIDE.store(false, Ordering::SeqCst);
-    let want = 1 + 2 * COLLISIONS;
+    let want = 1 + 2 * collisions;
+    s.observe("served() after the collisions", &layer.served());
     if layer.served() != want {
         fail(format!(
-            "served() counted {} of {want} requests after {COLLISIONS} rounds in which two threads called answer at the same moment: both read the count, both wrote back the same number, and one request was lost (a lost update). Make the increment one atomic read-modify-write (fetch_add), not a load and then a store",
+            "served() counted {} of {want} requests after {collisions} rounds in which two threads called answer at the same moment: both read the count, both wrote back the same number, and one request was lost (a lost update). Make the increment one atomic read-modify-write (fetch_add), not a load and then a store",
             layer.served()
         ));
     }
@@ -282,11 +291,21 @@ fn run() -> Result<()> {
             })
         })
         .collect();
-    for thread in threads {
+    for (t, thread) in threads.into_iter().enumerate() {
         let answers = thread
             .join()
             .unwrap_or_else(|_| fail("a serving thread panicked".into()))?;
-        for (k, got) in answers {
+        for (i, (k, got)) in answers.into_iter().enumerate() {
+            if i < GRAPHS {
+                s.observe(
+                    real_std::format!("thread {t}'s answer to graph {k}"),
+                    &got.out,
+                );
+                s.observe(
+                    real_std::format!("thread {t}'s attention for graph {k}"),
+                    &got.attention.weights,
+                );
+            }
             if !same(&got, &expected[k])? {
                 fail(format!(
                     "the answer to '{}' differs from the sequential answer",
@@ -296,6 +315,8 @@ fn run() -> Result<()> {
         }
     }
     let want = want + THREADS * PER_THREAD;
+    s.observe("served() at the end", &layer.served());
+    s.observe("cached() at the end", &layer.cached());
     if layer.served() != want {
         fail(format!(
             "served() counted {} requests, but {want} were answered (by every thread together)",
