@@ -783,12 +783,19 @@ fn figures_draws_the_books_measured_figures() {
         "ledger_bytes.svg",
         "serving_throughput.svg",
         "karate_gatv2.svg",
+        "prefetch_timeline.svg",
     ] {
         let svg = std::fs::read_to_string(out.join(name)).unwrap();
         assert!(svg.contains("<svg") && svg.contains("</svg>"), "{name}");
     }
     let ledger = std::fs::read_to_string(out.join("ledger_bytes.svg")).unwrap();
     assert!(ledger.contains("graph moved every epoch"), "{ledger}");
+    // The prefetch timeline comes with the caption the book includes, with this run's numbers.
+    let caption = std::fs::read_to_string(out.join("prefetch_timeline.md")).unwrap();
+    assert!(
+        caption.contains("the timed epoch with the median time") && caption.contains(" MB in "),
+        "{caption}"
+    );
 }
 
 #[test]

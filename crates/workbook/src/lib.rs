@@ -38,8 +38,8 @@
 //!
 //! ## What this crate is, and what it is not
 //!
-//! The core: tensors and kernels ([`ops`]), [`layers`] and the [`model`], [`placement`] and
-//! [`device`] choice, the transfer [`ledger`], [`datasets`], [`train`]ing, [`parallel`] (many
+//! The core: tensors and kernels ([`ops`]), [`layers`] and the [`model`], [`placement`] (and
+//! [`placed_tensor`], a tensor that checks its operand's device) and [`device`] choice, the transfer [`ledger`], [`datasets`], [`train`]ing, [`parallel`] (many
 //! devices), and files
 //! ([`checkpoint`], [`tensor_file`], [`graph_file`], [`atomic_write`], [`export`]). Its
 //! dependencies are candle, safetensors, serde, rand, rayon, tempfile, thiserror, prost (the
@@ -77,6 +77,7 @@ pub mod model;
 pub mod module;
 pub mod ops;
 pub mod parallel;
+pub mod placed_tensor;
 pub mod placement;
 pub mod predict;
 pub mod tensor_file;
