@@ -83,7 +83,8 @@ fn ch05_the_mini_batch_command_and_its_ledger() {
         "chapter 5 says evaluation by batches moves more than training: {text}"
     );
 
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../book/src/generated/ch05_cli.txt");
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../book/src/generated/ch05_cli.txt");
     if std::env::var_os("WORKBOOK_BLESS").is_some() {
         workbook::atomic_write::write(&path, text.as_bytes()).unwrap();
         return;

@@ -51,7 +51,9 @@ pub fn draw(out: &Path, chosen: &Chosen) -> Result<()> {
         let mut t =
             MiniBatchTrainer::new(config, &graph, &TrainConfig::gcn(), mb, &chosen.placement)?;
         t.epoch()?;
-        let epochs = (0..TIMED).map(|_| t.epoch()).collect::<Result<Vec<_>, _>>()?;
+        let epochs = (0..TIMED)
+            .map(|_| t.epoch())
+            .collect::<Result<Vec<_>, _>>()?;
         let mut order: Vec<usize> = (0..epochs.len()).collect();
         order.sort_by(|&a, &b| epochs[a].stats.step_ms.total_cmp(&epochs[b].stats.step_ms));
         Ok(Run {

@@ -555,7 +555,8 @@ fn ch05_mini_batches() {
     generated("ch05_whole_graph.txt", &whole);
 
     // PyG's GCNConv(cached=True) on mini-batches: refused up front.
-    let mut cached = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+    let mut cached =
+        ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
     for layer in &mut cached.layers {
         if let LayerConfig::Gcn(c) = layer {
             c.cached = true;
