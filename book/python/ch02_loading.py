@@ -79,8 +79,9 @@ print("next(model.parameters()).device:", next(model.parameters()).device)
 section("intermediates")
 # ANCHOR: intermediates
 x = torch.randn(5, 4, device="meta")  # stands in for a tensor on the GPU
-print("torch.zeros(5, 8):               ", torch.zeros(5, 8).device)
-print("x.new_zeros(5, 8):               ", x.new_zeros(5, 8).device)
-print("torch.zeros(5, 8, device=x.device):",
-      torch.zeros(5, 8, device=x.device).device)
+for name, t in [("torch.zeros(5, 8)", torch.zeros(5, 8)),
+                ("x.new_zeros(5, 8)", x.new_zeros(5, 8)),
+                ("torch.zeros(5, 8, device=x.device)",
+                 torch.zeros(5, 8, device=x.device))]:
+    print(f"{name + ':':36}", t.device)
 # ANCHOR_END: intermediates

@@ -114,8 +114,38 @@ fn caption_text(device: &str, inline: &Run, ahead: &Run) -> String {
             "The medians differ by {gain:.1} ms, more than that: the rest is run-to-run \
              variation on this shared 2-core machine, not prefetch. "
         );
+    } else if gain < 0.0 {
+        let overlap = lo_b <= hi_a && lo_a <= hi_b;
+        let _ = write!(
+            t,
+            "Here the median epoch with prefetch is {:.1} ms slower: {} ",
+            -gain,
+            if overlap {
+                "the thread and the channel cost something, and the difference is within the \
+                 spread of the epochs."
+            } else {
+                "every timed epoch with prefetch was slower than every one without."
+            }
+        );
+        let first = b
+            .steps
+            .iter()
+            .map(|s| s.prepare.0)
+            .fold(f64::INFINITY, f64::min);
+        if first > 1.0 {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let _ = write!(
+                t,
+                "In the epoch drawn, the prefetch thread started its first batch only {first:.1} \
+                 ms into the epoch, while the loop waited (most likely for a core: this machine \
+                 has {cores}, and the step's own threads had just held them). "
+            );
+        }
     } else {
-        let _ = write!(t, "The medians differ by {gain:.1} ms. ");
+        let _ = write!(
+            t,
+            "The medians differ by {gain:.1} ms, of the {prepare:.1} ms prefetch could hide. "
+        );
     }
     let share = prepare / a.stats.step_ms.max(1e-9);
     if share < 0.2 {

@@ -90,11 +90,19 @@ fn draw(
             .margin(10)
             .x_label_area_size(36)
             .y_label_area_size(LANE_LABELS)
-            .build_cartesian_2d(0.0..x_max, 0.0..3.0)?;
+            // Lanes centred on 0, 1 and 2, so that the axis's labels fall on them.
+            .build_cartesian_2d(0.0..x_max, -0.5..2.5)?;
         c.configure_mesh()
             .disable_y_mesh()
-            .y_labels(3)
-            .y_label_formatter(&|y| lanes[(*y as usize).min(2)].to_string())
+            .y_labels(7)
+            .y_label_formatter(&|y: &f64| {
+                let lane = y.round();
+                if (y - lane).abs() < 1e-6 && (0.0..=2.0).contains(&lane) {
+                    lanes[lane as usize].to_string()
+                } else {
+                    String::new()
+                }
+            })
             .y_label_style(("sans-serif", 14))
             .x_label_style(("sans-serif", 13))
             .x_desc("milliseconds since the epoch started")
@@ -102,7 +110,7 @@ fn draw(
             .draw()?;
         let bar = |(a, b): (f64, f64), lane: f64, colour: RGBColor| {
             let (a, b) = at_least(a, b, min_w);
-            Rectangle::new([(a, lane + 0.2), (b, lane + 0.8)], colour.filled())
+            Rectangle::new([(a, lane - 0.3), (b, lane + 0.3)], colour.filled())
         };
         c.draw_series(steps.iter().map(|s| bar(s.prepare, 2.0, PREPARE)))?;
         c.draw_series(steps.iter().map(|s| bar(s.copy, 1.0, COPY)))?;
