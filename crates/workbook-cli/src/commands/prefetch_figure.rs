@@ -164,12 +164,12 @@ fn caption_text(device: &str, inline: &Run, ahead: &Run) -> String {
             share * 100.0
         );
     }
-    let _ = write!(
+    let _ = writeln!(
         t,
         "The copies (red), the subject of this chapter, moved {:.1} MB in {copy_ms:.2} ms \
          per epoch: on `{device}` a copy is a `memcpy` in host memory, drawn at least \
          {MIN_BAR_PX} px wide to be seen at all; on a GPU the same bytes cross PCIe or NVLink \
-         and take their own time.\n",
+         and take their own time.",
         bytes as f64 / 1e6
     );
     t

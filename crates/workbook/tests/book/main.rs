@@ -73,11 +73,8 @@ fn ch01_the_classic_mismatch() {
     let mut text = format!("{err}\n");
     let host_graph = graph.clone();
     // ANCHOR: ch01_fix
-    println!(
-        "model on {}, graph on {}",
-        model.placement(),
-        graph.placement()
-    );
+    let (model_at, graph_at) = (model.placement(), graph.placement());
+    println!("model on {model_at}, graph on {graph_at}");
     // Move the graph to wherever the model is (PyG: data = data.to(device)):
     let graph = graph.to_device(model.placement()).unwrap();
     let out = model.forward_graph(&graph).unwrap();
@@ -1044,7 +1041,7 @@ fn ch06_train_on_two_devices() {
     };
     let mut every_10th = Vec::new();
     let on_epoch = |e: &DataParallelEpoch| {
-        if e.stats.epoch % 10 == 0 {
+        if e.stats.epoch.is_multiple_of(10) {
             let (s, sync) = (&e.stats, e.replicas_in_sync);
             every_10th.push(format!(
                 "epoch {}: {} steps, {} batches, loss {:.4}, \
