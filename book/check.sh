@@ -12,14 +12,14 @@
 #      readable without scrolling sideways), the sidebar, search, titles, figures and links on
 #      disk; it saves one screenshot per page.
 # Usage: book/check.sh [SCREENSHOT_DIR]      (default: target/book-screenshots)
-# Needs: mdbook 0.5.4, mdbook-katex 0.10.0, mdbook-linkcheck2 0.13.0, chromium, python3
+# Needs: mdbook 0.5.3, mdbook-katex 0.10.0, mdbook-linkcheck2 0.13.0, chromium, python3
 # (standard library only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shots=${1:-target/book-screenshots}
 
 missing=0
-for tool in "mdbook 0.5.4" "mdbook-katex 0.10.0" "mdbook-linkcheck2 0.13.0"; do
+for tool in "mdbook 0.5.3" "mdbook-katex 0.10.0" "mdbook-linkcheck2 0.13.0"; do
   read -r name version <<<"$tool"
   if ! command -v "$name" >/dev/null; then
     echo "book/check.sh: $name is not installed (cargo install $name --locked --version $version)" >&2
@@ -35,12 +35,10 @@ if ! log=$(mdbook build book 2>&1); then
 fi
 echo "$log"
 # mdbook-katex always colours its log and stamps the time: strip the colours, then look for the
-# level. One warning is expected and harmless: mdbook-katex 0.10.0 (--locked) is built against
-# mdbook-preprocessor 0.5.3 and says so when mdbook 0.5.4 calls it (the same 0.5 protocol; the
-# check_render step below proves every formula rendered). Any other warning fails the build,
-# among them "Rendering failed, keeping the original content" for a formula KaTeX cannot parse.
-plain=$(sed -E 's/\x1b\[[0-9;]*m//g' <<<"$log" \
-  | grep -v 'This mdbook-katex was built against mdbook v0\.5\.3, but we are being called from mdbook v0\.5\.4\.' || true)
+# level. Any warning fails the build, among them "Rendering failed, keeping the original
+# content" for a formula KaTeX cannot parse, and mdbook-katex's "built against mdbook v0.5.3,
+# but we are being called from ..." when mdbook is not the 0.5.3 it was built against.
+plain=$(sed -E 's/\x1b\[[0-9;]*m//g' <<<"$log")
 if grep -Eq '^([0-9T:.-]+Z)? *(ERROR|WARN)' <<<"$plain"; then
   echo "book/check.sh: mdbook or a preprocessor logged errors or warnings (above)" >&2
   exit 1

@@ -16,6 +16,8 @@ disk (file://):
   * output blocks (```text: errors, ledgers, tables) do not scroll sideways (scrollWidth <=
     clientWidth); on chapter 1, the first line of generated/ch01_mismatch.txt (the named error,
     its culprit and its fix) lies inside its block and inside the viewport;
+  * listings (```rust, ```python) keep their lines but do not scroll sideways either (they are
+    at most 80 columns once dedented);
   * the sidebar is on screen and links every page of SUMMARY.md, the current one marked active;
   * every <img> on the page loaded (complete, naturalWidth > 0), and every figure the chapter's
     markdown shows (`![...](figures/...)`) is among them;
@@ -109,6 +111,11 @@ PAGE_REPORT_JS = r"""
         f => `${f.family} ${f.style} ${f.weight}`),
     fonts_loaded: Array.from(document.fonts).filter(f => f.status === 'loaded').map(f => f.family),
     output_blocks: Array.from(document.querySelectorAll('main pre > code.language-text')).map(
+        c => ({start: c.textContent.slice(0, 70),
+               code: [c.scrollWidth, c.clientWidth], pre: [c.parentElement.scrollWidth,
+               c.parentElement.clientWidth]})),
+    listing_blocks: Array.from(document.querySelectorAll(
+        'main pre > code.language-rust, main pre > code.language-python')).map(
         c => ({start: c.textContent.slice(0, 70),
                code: [c.scrollWidth, c.clientWidth], pre: [c.parentElement.scrollWidth,
                c.parentElement.clientWidth]})),
@@ -461,6 +468,15 @@ def check_page(browser, book_dir, src, chapter, pages, screenshots):
         if code_sw > code_cw + 1 or pre_sw > pre_cw + 1:
             wide, narrow = max(code_sw, pre_sw), min(code_cw, pre_cw)
             problems.append(f"{page}: output block {block['start']!r}... scrolls sideways "
+                            f"(scrollWidth {wide} > clientWidth {narrow})")
+    # Listings keep their lines (they do not wrap) but fit the code column: at most 80 columns
+    # once dedented (crates/workbook/tests/book/main.rs checks the source), so nothing, least of
+    # all the comment that maps a line to PyTorch, hides past the right edge.
+    for block in report["listing_blocks"]:
+        (code_sw, code_cw), (pre_sw, pre_cw) = block["code"], block["pre"]
+        if code_sw > code_cw + 1 or pre_sw > pre_cw + 1:
+            wide, narrow = max(code_sw, pre_sw), min(code_cw, pre_cw)
+            problems.append(f"{page}: listing {block['start']!r}... scrolls sideways "
                             f"(scrollWidth {wide} > clientWidth {narrow})")
     doc_sw, doc_cw = report["page_width"]
     if doc_sw > doc_cw + 1:

@@ -783,12 +783,19 @@ fn figures_draws_the_books_measured_figures() {
         "ledger_bytes.svg",
         "serving_throughput.svg",
         "karate_gatv2.svg",
+        "prefetch_timeline.svg",
     ] {
         let svg = std::fs::read_to_string(out.join(name)).unwrap();
         assert!(svg.contains("<svg") && svg.contains("</svg>"), "{name}");
     }
     let ledger = std::fs::read_to_string(out.join("ledger_bytes.svg")).unwrap();
     assert!(ledger.contains("graph moved every epoch"), "{ledger}");
+    // The prefetch timeline comes with the caption the book includes, with this run's numbers.
+    let caption = std::fs::read_to_string(out.join("prefetch_timeline.md")).unwrap();
+    assert!(
+        caption.contains("the timed epoch with the median time") && caption.contains(" MB in "),
+        "{caption}"
+    );
 }
 
 #[test]
@@ -896,4 +903,74 @@ fn a_sweep_with_mini_batches_draws_their_time_and_memory_beside_full_batch() {
     let svg = std::fs::read_to_string(&figure).unwrap();
     assert!(svg.contains("gcn mini-batch 16 (workbook, sim:1)"), "{svg}");
     assert!(svg.contains("gcn (workbook, sim:1)"), "{svg}");
+}
+
+#[test]
+fn bench_redraws_the_scaling_figure_from_earlier_runs_without_measuring() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("sweep.jsonl");
+    let pyg = dir.path().join("pyg.jsonl");
+    std::fs::write(
+        &runs,
+        concat!(
+            r#"{"impl":"workbook","model":"gcn","device":"cpu","nodes":1000,"edges":9814,"epoch_ms":1.2,"peak_mem_mb":4.3}"#,
+            "\n",
+            r#"{"impl":"workbook","bench":"minibatch","batch_size":128,"model":"gcn","device":"cpu","nodes":1000,"edges":9814,"epoch_ms":1.4,"memory_added_mb":0.0}"#,
+            "\n",
+            r#"{"impl":"workbook","model":"gcn","device":"cpu","nodes":10000,"edges":99814,"epoch_ms":17.3,"peak_mem_mb":14.5}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &pyg,
+        r#"{"impl":"pyg","model":"gcn","device":"cpu","nodes":1000,"edges":9814,"epoch_ms":3.0,"peak_mem_mb":19}"#,
+    )
+    .unwrap();
+    let svg = dir.path().join("scaling.svg");
+    let args = [
+        "bench",
+        "--figure",
+        svg.to_str().unwrap(),
+        "--figure-runs",
+        runs.to_str().unwrap(),
+        "--figure-pyg",
+        pyg.to_str().unwrap(),
+    ];
+    ok(&workbook(&args, dir.path()));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for label in [
+        "gcn (workbook, cpu)",
+        "gcn mini-batch 128 (workbook, cpu)",
+        "gcn (PyG, cpu)",
+        "10k",
+    ] {
+        assert!(text.contains(label), "{label} missing from the figure");
+    }
+    // A file without workbook runs is an error that says so, not an empty figure.
+    let err = failure(&workbook(
+        &[
+            "bench",
+            "--figure",
+            svg.to_str().unwrap(),
+            "--figure-runs",
+            pyg.to_str().unwrap(),
+        ],
+        dir.path(),
+    ));
+    assert!(err.contains("no workbook runs"), "{err}");
+    // Measuring and redrawing at once makes no sense.
+    let err = failure(&workbook(
+        &[
+            "bench",
+            "--sweep",
+            "1000",
+            "--figure",
+            svg.to_str().unwrap(),
+            "--figure-runs",
+            runs.to_str().unwrap(),
+        ],
+        dir.path(),
+    ));
+    assert!(err.contains("--figure-runs"), "{err}");
 }

@@ -68,9 +68,11 @@ pub enum WorkbookError {
     /// and the fix.
     #[error("intermediate tensor on the wrong device: {0}")]
     IntermediateTensor(String),
-    /// A neighbour sampler was given device-side data: it samples on the host (PyG issue 7691,
-    /// `input_nodes` on the GPU while the sampler works on the CPU: a dead kernel).
-    #[error("NeighborLoader samples on the host, but {what} is on {found}: build the loader from the graph on the cpu (before any .to_device) with host-side input_nodes, and move each batch with batch.to_device(&device) inside the loop")]
+    /// A neighbour sampler was given device-side data. This loader samples and gathers on the
+    /// host and copies nothing implicitly, so it refuses what PyG 2.4 and later accept (they
+    /// copy the sampler's inputs to the CPU themselves, PR 7572, and can gather features that
+    /// live on the GPU); PyG 2.3 died on `input_nodes` on the GPU (issue 7691).
+    #[error("NeighborLoader samples and gathers on the host, but {what} is on {found}. (PyG 2.4 and later accept this: they copy the sampler's inputs to the CPU themselves and can gather features on the GPU. This loader copies nothing behind your back and gathers each batch's rows on the host, so every copy is one you wrote and the ledger shows.) Build the loader from the graph on the cpu (before graph.to_device) with host-side input_nodes, and move each batch with batch.to_device(&device) inside the loop")]
     SamplerInputOnDevice { what: String, found: String },
 
     /// An error from candle (tensor maths, devices, dtypes).

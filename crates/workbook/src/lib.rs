@@ -38,8 +38,8 @@
 //!
 //! ## What this crate is, and what it is not
 //!
-//! The core: tensors and kernels ([`ops`]), [`layers`] and the [`model`], [`placement`] and
-//! [`device`] choice, the transfer [`ledger`], [`datasets`], [`train`]ing, [`parallel`] (many
+//! The core: tensors and kernels ([`ops`]), [`layers`] and the [`model`], [`placement`] (and
+//! [`placed_tensor`], a tensor that checks its operand's device) and [`device`] choice, the transfer [`ledger`], [`datasets`], [`train`]ing, [`parallel`] (many
 //! devices), and files
 //! ([`checkpoint`], [`tensor_file`], [`graph_file`], [`input_file`], [`atomic_write`],
 //! [`export`]) with their defences ([`limits`], [`non_finite`]). Its
@@ -82,6 +82,7 @@ pub mod module;
 pub mod non_finite;
 pub mod ops;
 pub mod parallel;
+pub mod placed_tensor;
 pub mod placement;
 pub mod predict;
 pub mod tensor_file;

@@ -231,7 +231,14 @@ fn the_sampler_refuses_device_side_inputs_with_a_named_error() {
         "{err}"
     );
     assert!(err.to_string().contains("sim:1"), "{err}");
-    // input_nodes on the device, graph on the host (PyG issue 7691).
+    // The message says that PyG (2.4 and later) accepts this and why this loader does not,
+    // rather than calling a graph on the GPU a mistake.
+    assert!(
+        err.to_string().contains("PyG 2.4 and later accept this"),
+        "{err}"
+    );
+    // input_nodes on the device, graph on the host (PyG 2.3 died on it, issue 7691; PyG 2.4
+    // and later copy them to the CPU).
     let ids = g.split().unwrap().train.clone();
     let on_sim = sim.move_tensor(&ids, &Placement::cpu(), "ids").unwrap();
     let config = LoaderConfig {
@@ -514,4 +521,45 @@ fn minibatch_gatv2_trains_by_batches_on_karate() {
         err.contains("num_neighbors has 1 hop(s) but the model has 2"),
         "{err}"
     );
+}
+
+#[test]
+fn a_cached_gcn_is_refused_for_mini_batches_with_the_fix() {
+    // PyG's GCNConv(cached=True) keeps the first graph's normalisation; a mini-batch of the same
+    // size with other edges would be normalised with the first batch's graph, silently.
+    let g = csbm(300, 8);
+    let mut config = ModelConfig::gcn(g.num_features(), 16, g.num_classes());
+    if let workbook::LayerConfig::Gcn(c) = &mut config.layers[1] {
+        c.cached = true;
+    }
+    let err = MiniBatchTrainer::new(
+        config.clone(),
+        &g,
+        &TrainConfig::gcn(),
+        MiniBatchConfig::new(&[5, 5], 64),
+        &Placement::sim(1),
+    )
+    .err()
+    .expect("a cached GCN must be refused for mini-batches")
+    .to_string();
+    assert!(
+        err.contains("layer 2") && err.contains("cached=false"),
+        "{err}"
+    );
+    // Data-parallel training samples mini-batches too.
+    let err = workbook::parallel::train_data_parallel(
+        config,
+        &g,
+        &TrainConfig {
+            epochs: 1,
+            ..TrainConfig::gcn()
+        },
+        MiniBatchConfig::new(&[5, 5], 64),
+        &[Placement::sim(1), Placement::sim(2)],
+        |_| {},
+    )
+    .err()
+    .expect("refused for data-parallel mini-batches too")
+    .to_string();
+    assert!(err.contains("cached=false"), "{err}");
 }

@@ -21,7 +21,7 @@ pub struct Args {
         long,
         value_enum,
         value_delimiter = ',',
-        required_unless_present = "roofline"
+        required_unless_present_any = ["roofline", "figure_runs"]
     )]
     pub(crate) model: Vec<ModelKind>,
     /// Instead of models: measure memory bandwidth and the aggregation kernels' share of it on
@@ -62,6 +62,11 @@ pub struct Args {
     /// "bench" key).
     #[arg(long, requires = "figure")]
     figure_pyg: Option<PathBuf>,
+    /// With --figure: draw the workbook's runs from this file of JSON lines (what an earlier
+    /// `bench --sweep ... --batch-size B` printed) instead of measuring; e.g. to redraw the
+    /// figure with PyG's runs of another, quieter moment.
+    #[arg(long, requires = "figure", conflicts_with = "sweep")]
+    figure_runs: Option<PathBuf>,
     /// Also measure concurrent inference: N threads share one model (`threads::serving`) and
     /// answer --serving-requests requests; one JSON line per thread count (e.g. 1,2,4,8).
     #[arg(long, value_delimiter = ',')]
@@ -145,8 +150,25 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     if let Some(dataset) = &args.roofline {
         return crate::commands::roofline::run(dataset, args.epochs, chosen);
     }
+    if let (Some(figure), Some(runs)) = (&args.figure, &args.figure_runs) {
+        let mut points = workbook_points(runs)
+            .with_context(|| format!("reading the workbook's runs from {}", runs.display()))?;
+        if let Some(path) = &args.figure_pyg {
+            points.extend(
+                pyg_points(path)
+                    .with_context(|| format!("reading PyG runs from {}", path.display()))?,
+            );
+        }
+        draw_scaling(figure, FIGURE_TITLE, &points)
+            .with_context(|| format!("drawing {}", figure.display()))?;
+        eprintln!("wrote {}", figure.display());
+        return Ok(());
+    }
     if args.figure.is_some() && args.sweep.is_empty() {
-        bail!("--figure draws a sweep: add --sweep with node counts, e.g. --sweep 1000,10000");
+        bail!(
+            "--figure draws a sweep: add --sweep with node counts, e.g. --sweep 1000,10000 (or \
+             --figure-runs with the JSON lines of an earlier sweep)"
+        );
     }
     let runs = BenchConfig {
         warmup: args.warmup,
@@ -174,7 +196,7 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
                 .with_context(|| format!("timing {} on {}", kind.name(), graph.name))?;
             println!("{}", line(kind, &graph, chosen, &runs, &report));
             points.push(ScalingPoint {
-                series: format!("{} (workbook, {})", kind.name(), chosen.name),
+                series: workbook_series(kind.name(), &chosen.name),
                 nodes: graph.num_nodes(),
                 edges: graph.num_edges(),
                 epoch_ms: report.epoch_ms,
@@ -194,15 +216,14 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
                 let mini =
                     super::bench_minibatch::run(kind, &host, chosen, &settings, report.epoch_ms)?;
                 points.push(ScalingPoint {
-                    series: format!(
-                        "{} mini-batch {batch_size} (workbook, {})",
-                        kind.name(),
-                        chosen.name
-                    ),
+                    series: minibatch_series(kind.name(), batch_size, &chosen.name),
                     nodes: graph.num_nodes(),
                     edges: graph.num_edges(),
                     epoch_ms: mini.epoch_ms,
-                    memory_mb: mini.memory_mb,
+                    // Not drawn: in this process the mini-batch run reuses the heap the
+                    // full-batch run just freed, so its memory added reads near 0
+                    // (bench_minibatch.rs) and would be a line of noise.
+                    memory_mb: None,
                 });
             }
             if !args.serving_threads.is_empty() {
@@ -217,7 +238,7 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
         );
     }
     if let Some(path) = &args.figure {
-        draw_scaling(path, "csbm graphs, ~10 edges per node", &points)
+        draw_scaling(path, FIGURE_TITLE, &points)
             .with_context(|| format!("drawing {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
@@ -267,6 +288,64 @@ fn serving(kind: ModelKind, graph: &Graph, chosen: &Chosen, args: &Args) -> Resu
         );
     }
     Ok(())
+}
+
+/// The scaling figure's title (the sweep's graphs).
+const FIGURE_TITLE: &str = "csbm graphs, ~10 edges per node";
+
+fn workbook_series(model: &str, device: &str) -> String {
+    format!("{model} (workbook, {device})")
+}
+
+fn minibatch_series(model: &str, batch_size: usize, device: &str) -> String {
+    format!("{model} mini-batch {batch_size} (workbook, {device})")
+}
+
+/// The workbook's runs (`"impl": "workbook"` lines `bench` printed) as figure points: full-batch
+/// lines with their memory, mini-batch lines (`"bench": "minibatch"`) with their time only (see
+/// the sweep above); other lines (serving) are skipped.
+fn workbook_points(path: &std::path::Path) -> Result<Vec<ScalingPoint>> {
+    let text = std::fs::read_to_string(path)?;
+    let mut points = Vec::new();
+    for (k, l) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let v: serde_json::Value =
+            serde_json::from_str(l).with_context(|| format!("line {} is not JSON", k + 1))?;
+        if v["impl"] != "workbook" {
+            continue;
+        }
+        let field = |name: &str| {
+            v[name]
+                .as_f64()
+                .with_context(|| format!("line {}: no number '{name}'", k + 1))
+        };
+        let model = v["model"]
+            .as_str()
+            .with_context(|| format!("line {}: no model", k + 1))?;
+        let device = v["device"].as_str().unwrap_or("cpu");
+        let (series, memory_mb) = match v["bench"].as_str() {
+            None => (workbook_series(model, device), v["peak_mem_mb"].as_f64()),
+            Some("minibatch") => (
+                minibatch_series(model, field("batch_size")? as usize, device),
+                None,
+            ),
+            Some(_) => continue,
+        };
+        points.push(ScalingPoint {
+            series,
+            nodes: field("nodes")? as usize,
+            edges: field("edges")? as usize,
+            epoch_ms: field("epoch_ms")?,
+            memory_mb,
+        });
+    }
+    if points.is_empty() {
+        bail!("no workbook runs (lines with \"impl\": \"workbook\") in the file");
+    }
+    Ok(points)
 }
 
 /// PyG's runs (`"impl": "pyg"` lines of `scripts/compare.py --raw`) as figure points.

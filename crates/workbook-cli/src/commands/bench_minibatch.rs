@@ -6,10 +6,10 @@
 //! time spent sampling and gathering them), the sampling share of the epoch, bytes moved to the
 //! device per step, `full_batch_epoch_ms` (the full-batch line's median) for comparison, and
 //! the memory the mini-batch run added (peak resident set minus the resident set before it,
-//! with the peak reset first, as the full-batch line measures it): with `--sweep`, the scaling
-//! figure draws it beside the full-batch line. In this binary it reads near 0: the run reuses
-//! the heap the full-batch run freed, which the allocator settings (`crate::allocator`) keep
-//! in the process (README, "How time and memory grow").
+//! with the peak reset first, as the full-batch line measures it). In this binary it reads near
+//! 0: the run reuses the heap the full-batch run freed, which the allocator settings
+//! (`crate::allocator`) keep in the process (README, "How time and memory grow"); so the scaling
+//! figure draws the mini-batch run's time and not its memory.
 //! `compute_ms` is the epoch's training steps alone (forward, loss, backward, optimiser step;
 //! no sampling, no copy), the part `scripts/pyg_bench.py --batches` measures for PyG on the
 //! batches `--save-batches FILE` writes ([`batch_file`](super::batch_file)).
@@ -39,8 +39,6 @@ pub struct Settings {
 pub struct Outcome {
     /// Median training pass over one epoch's batches.
     pub epoch_ms: f64,
-    /// Memory the run added (MiB), where `/proc/self/status` is readable.
-    pub memory_mb: Option<f64>,
 }
 
 /// Runs `warmup + repeats` mini-batch epochs of `kind` on `host_graph` (on the host) with the
@@ -128,8 +126,5 @@ pub fn run(
         )?;
         eprintln!("wrote {n} batches to {}", path.display());
     }
-    Ok(Outcome {
-        epoch_ms,
-        memory_mb,
-    })
+    Ok(Outcome { epoch_ms })
 }

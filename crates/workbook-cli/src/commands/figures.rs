@@ -6,8 +6,8 @@
 //! - `serving_throughput.svg`: requests per second against threads sharing one GATv2 model;
 //! - `karate_gatv2.svg`: the karate club coloured by GATv2's predictions, edges shaded by the
 //!   first layer's attention;
-//! - `prefetch_timeline.svg`: one mini-batch epoch without and with prefetch (see
-//!   `prefetch_figure.rs`);
+//! - `prefetch_timeline.svg`: a median mini-batch epoch without and with prefetch, and
+//!   `prefetch_timeline.md`, the caption the book includes under it (see `prefetch_figure.rs`);
 //! - `data_parallel.svg`: bytes per step by kind and time per step of data-parallel GCN on Cora
 //!   over 1 to 4 simulated devices (chapter 6).
 

@@ -10,6 +10,6 @@ pub mod training_curves;
 pub use data_parallel::{draw_data_parallel, measure_data_parallel, DataParallelPoint};
 pub use graph_drawing::{draw_graph, spring_layout, GraphDrawing};
 pub use line_chart::{draw_line_chart, LineChart, Series};
-pub use prefetch_timeline::draw_prefetch_timeline;
+pub use prefetch_timeline::{draw_prefetch_timeline, MIN_BAR_PX};
 pub use scaling::{draw_scaling, ScalingPoint};
 pub use training_curves::{draw_training_curves, training_curves_svg, Curve};

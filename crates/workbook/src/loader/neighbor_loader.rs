@@ -5,10 +5,14 @@
 //! seeded: batch `b` of epoch `e` is the same however it is produced (in the loop, or ahead of
 //! time on the [prefetch](crate::loader::Prefetch) thread).
 //!
-//! The loader samples **on the host**: the graph it is built from must be on the `cpu` (as
-//! PyG's sampler needs CPU tensors). A graph or `input_nodes` already on a device is refused with
-//! [`WorkbookError::SamplerInputOnDevice`], the error PyG users meet as a dead kernel (PyG issue
-//! 7691). The features stay where they are (no copy is made); each batch gathers its own rows.
+//! The loader samples and gathers **on the host**: the graph it is built from must be on the
+//! `cpu`, and each batch gathers its own rows of the features there (no copy of the graph is
+//! made). A graph or `input_nodes` already on a device is refused with
+//! [`WorkbookError::SamplerInputOnDevice`]. That is stricter than PyG: PyG 2.3 died on
+//! `input_nodes` on the GPU (issue 7691), but since 2.4 (PR 7572) its sampler copies its inputs
+//! to the CPU itself and a graph whose features live on the GPU is supported (the features are
+//! then gathered there). This loader copies nothing behind your back, so that every copy in a
+//! mini-batch loop is one the loop makes and the [ledger](crate::ledger) shows.
 //!
 //! ```
 //! use workbook::{datasets, loader::{NeighborLoader, LoaderConfig, InputNodes}, placement::Placement};
@@ -24,7 +28,7 @@
 //! // Sampling needs host data: a graph moved to a device first is refused, with the fix.
 //! let on_sim = g.to_device(&Placement::sim(1)).unwrap();
 //! let err = NeighborLoader::new(&on_sim, LoaderConfig::new(&[10], 2)).unwrap_err();
-//! assert!(err.to_string().contains("samples on the host"));
+//! assert!(err.to_string().contains("samples and gathers on the host"));
 //! ```
 
 use super::batch::{Batch, Prepared};

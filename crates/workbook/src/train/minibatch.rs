@@ -40,7 +40,7 @@ use super::trainer::{EpochStats, TrainConfig};
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;
 use crate::loader::{Batch, InputNodes, LoaderConfig, NeighborLoader};
-use crate::model::{Model, ModelConfig};
+use crate::model::{LayerConfig, Model, ModelConfig};
 use crate::placement::Placement;
 use candle_core::{DType, Tensor};
 use serde::Serialize;
@@ -310,6 +310,19 @@ pub(crate) fn training_loader(
             "num_neighbors has {} hop(s) but the model has {layers} layer(s): give one count per layer, e.g. --num-neighbors {}",
             config.num_neighbors.len(),
             vec!["10"; layers].join(",")
+        )));
+    }
+    // PyG's GCNConv(cached=True) is "only for transductive learning": it keeps the first
+    // graph's normalisation, and every mini-batch is a new graph (same size, other edges: a
+    // silently wrong step), so it is refused here rather than left to the layer.
+    if let Some(k) = model_config
+        .layers
+        .iter()
+        .position(|l| matches!(l, LayerConfig::Gcn(c) if c.cached))
+    {
+        return Err(WorkbookError::InvalidConfig(format!(
+            "layer {} is a GCNConv with cached=true, which keeps the first graph's normalised edges; every mini-batch is a new graph, so build it with cached=false (PyG: cached=True is for one fixed graph, in transductive learning)",
+            k + 1
         )));
     }
     if graph.y().is_none() || graph.split().is_none() {

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use workbook::ledger::Ledger;
 use workbook::train::{TrainConfig, Trainer};
 use workbook::{
-    checkpoint, datasets, device, inspect, GcnConfig, GraphPart, LayerConfig, Model, ModelConfig,
-    Placement,
+    checkpoint, datasets, device, inspect, GcnConfig, GraphPart, LayerConfig,
+    Model, ModelConfig, Placement,
 };
 
 /// Compares `text` with `book/src/generated/{name}`, or rewrites it under `WORKBOOK_BLESS=1`.
@@ -41,41 +41,96 @@ fn lesson_device() -> Placement {
 }
 
 #[test]
+fn ch01_two_tensors_two_devices() {
+    use workbook::placed_tensor::PlacedTensor;
+    // ANCHOR: ch01_warmup
+    let cpu = Placement::cpu();
+    let gpu = Placement::sim(1); // the accelerator (cuda:0 on a GPU machine)
+    let a = PlacedTensor::new("a", &[1.0, 2.0], &cpu).unwrap();
+    let b = PlacedTensor::new("b", &[10.0, 20.0], &gpu).unwrap();
+    let err = a.add(&b).unwrap_err(); // two devices: an error
+    let b = b.to_device(&cpu).unwrap(); // PyTorch: b = b.to(a.device)
+    let sum = a.add(&b).unwrap(); // one device: it works
+    assert_eq!(sum.to_vec().unwrap(), vec![11.0, 22.0]);
+    // ANCHOR_END: ch01_warmup
+    let mut text = String::new();
+    say(&mut text, &err);
+    say(&mut text, format!("a + b = {:?}", sum.to_vec().unwrap()));
+    generated("ch01_warmup.txt", &text);
+}
+
+#[test]
 fn ch01_the_classic_mismatch() {
-    let gpu = lesson_device();
     // ANCHOR: ch01_mismatch
-    let (model, _vars) = Model::init(ModelConfig::gcn(34, 16, 4), 0, &gpu).unwrap();
-    let graph = datasets::karate(Placement::cpu()).unwrap(); // loaded, never moved
+    let gpu = Placement::sim(1); // the accelerator (cuda:0 on a GPU machine)
+    let config = ModelConfig::gcn(34, 16, 4);
+    let (model, _vars) = Model::init(config, 0, &gpu).unwrap();
+    // loaded on the cpu, never moved:
+    let graph = datasets::karate(Placement::cpu()).unwrap();
     let err = model.forward_graph(&graph).unwrap_err();
     println!("{err}");
     // ANCHOR_END: ch01_mismatch
     let mut text = format!("{err}\n");
+    let host_graph = graph.clone();
     // ANCHOR: ch01_fix
-    let graph = graph.to_device(&gpu).unwrap(); // PyG: data = data.to(device)
+    let (model_at, graph_at) = (model.placement(), graph.placement());
+    println!("model on {model_at}, graph on {graph_at}");
+    // Move the graph to wherever the model is (PyG: data = data.to(device)):
+    let graph = graph.to_device(model.placement()).unwrap();
     let out = model.forward_graph(&graph).unwrap();
-    assert_eq!(out.logits.dims(), &[34, 4]);
+    println!("now the graph is on {}", graph.placement());
     // ANCHOR_END: ch01_fix
+    assert_eq!(out.logits.dims(), &[34, 4]);
+    let mut where_ = format!(
+        "model on {}, graph on {}\n",
+        model.placement(),
+        host_graph.placement()
+    );
+    where_.push_str(&format!("now the graph is on {}\n", graph.placement()));
+    generated("ch01_placement.txt", &where_);
 
+    let graph = host_graph;
     // ANCHOR: ch01_partial
     // PyG: x = data.x.to(device); model(x, data.edge_index)
-    let partial = graph
-        .move_part(GraphPart::EdgeIndex, &Placement::cpu())
-        .unwrap();
-    let err = model.forward_graph(&partial).unwrap_err();
+    let only_x = graph.move_part(GraphPart::X, &gpu).unwrap();
+    let err = model.forward_graph(&only_x).unwrap_err();
     // ANCHOR_END: ch01_partial
     text.push_str(&format!("{err}\n"));
-    let partial = graph
-        .move_part(GraphPart::Labels, &Placement::cpu())
-        .unwrap();
-    let mut t = Trainer::new(ModelConfig::gcn(34, 16, 4), &graph, &TrainConfig::gcn()).unwrap();
-    text.push_str(&format!("{}\n", t.epoch(&partial).unwrap_err()));
+    // The features and the edges moved, the labels left on the cpu.
+    let no_labels = only_x.move_part(GraphPart::EdgeIndex, &gpu).unwrap();
+    let on_gpu = graph.to_device(&gpu).unwrap();
+    let recipe = TrainConfig::gcn();
+    let mut t =
+        Trainer::new(ModelConfig::gcn(34, 16, 4), &on_gpu, &recipe).unwrap();
+    text.push_str(&format!("{}\n", t.epoch(&no_labels).unwrap_err()));
     generated("ch01_mismatch.txt", &text);
+}
+
+#[test]
+fn ch01_read_back_once() {
+    let ledger = Ledger::new();
+    let gpu = Placement::sim(1).with_ledger(&ledger);
+    let (model, _) = Model::init(ModelConfig::gcn(34, 16, 4), 0, &gpu).unwrap();
+    let graph = datasets::karate(&gpu).unwrap();
+    ledger.clear();
+    // ANCHOR: ch01_read_back
+    let logits = model.forward_graph(&graph).unwrap().logits;
+    // The predicted classes, back on the host in one copy that the ledger
+    // records (PyTorch: out.argmax(1).cpu().tolist()):
+    let classes = logits.argmax(1).unwrap();
+    let pred: Vec<u32> = gpu.fetch_vec1(&classes, "predictions").unwrap();
+    // ANCHOR_END: ch01_read_back
+    let mut text = String::new();
+    say(&mut text, format!("predictions: {:?}", &pred[..10]));
+    text.push_str(&ledger.table());
+    generated("ch01_read_back.txt", &text);
 }
 
 #[test]
 fn ch01_one_source_of_truth() {
     // ANCHOR: ch01_policy
-    // --device on the command line, else WORKBOOK_DEVICE, else auto (CUDA if present, else cpu)
+    // --device on the command line, else WORKBOOK_DEVICE,
+    // else auto (CUDA if present, else cpu)
     let explicit: Option<device::DeviceSpec> = Some("sim:1".parse().unwrap());
     let chosen = device::choose(explicit).unwrap();
     eprintln!("device: {} ({})", chosen.name, chosen.reason);
@@ -126,8 +181,8 @@ fn ch02_moving_a_model_moves_its_buffers() {
     model.forward_graph(&graph).unwrap(); // fills the cache on the cpu
     let graph = graph.to_device(&gpu).unwrap();
     // ANCHOR: ch02_params_only
-    // What PyTorch's module.to does to PyG's GCNConv: _cached_edge_index is a plain attribute,
-    // not a registered buffer, so it stays behind.
+    // What PyTorch's module.to does to PyG's GCNConv: _cached_edge_index is
+    // a plain attribute, not a registered buffer, so it stays behind.
     let stale = model.parameters_to_device(&gpu).unwrap();
     let err = stale.forward_graph(&graph).unwrap_err();
     // ANCHOR_END: ch02_params_only
@@ -145,17 +200,21 @@ fn ch02_optimizer_state_follows_the_model() {
     let cpu = Placement::cpu();
     let graph = datasets::karate(&cpu).unwrap();
     let mut trainer =
-        Trainer::new(ModelConfig::gcn(34, 16, 4), &graph, &TrainConfig::gcn()).unwrap();
+        Trainer::new(ModelConfig::gcn(34, 16, 4), &graph, &TrainConfig::gcn())
+            .unwrap();
     trainer.epoch(&graph).unwrap();
     let on_gpu = graph.to_device(&gpu).unwrap();
     // ANCHOR: ch02_optimizer_left_behind
     let moved = trainer.model().to_device(&gpu).unwrap();
-    let mut wrong = Trainer::from_model(trainer.model().clone(), &TrainConfig::gcn()).unwrap();
-    wrong.rebind_model_only(moved).unwrap(); // parameters moved, Adam's state did not
+    let mut wrong =
+        Trainer::from_model(trainer.model().clone(), &TrainConfig::gcn()).unwrap();
+    // parameters moved, Adam's state did not
+    wrong.rebind_model_only(moved).unwrap();
     let err = wrong.epoch(&on_gpu).unwrap_err();
     // ANCHOR_END: ch02_optimizer_left_behind
     // ANCHOR: ch02_trainer_to_device
-    trainer.to_device(&gpu).unwrap(); // model, cached buffers and optimiser state together
+    // model, cached buffers and optimiser state together
+    trainer.to_device(&gpu).unwrap();
     trainer.epoch(&on_gpu).unwrap();
     // ANCHOR_END: ch02_trainer_to_device
     generated("ch02_optimizer.txt", &format!("{err}\n"));
@@ -170,11 +229,13 @@ fn run(every_epoch: bool, epochs: usize) -> Ledger {
     let host_graph = datasets::karate(Placement::cpu()).unwrap();
     let mut graph = host_graph.to_device(&gpu).unwrap(); // once, before training
     let mut trainer =
-        Trainer::new(ModelConfig::gcn(34, 16, 4), &graph, &TrainConfig::gcn()).unwrap();
+        Trainer::new(ModelConfig::gcn(34, 16, 4), &graph, &TrainConfig::gcn())
+            .unwrap();
     for epoch in 1..=epochs {
         ledger.set_phase(format!("epoch {epoch}"));
         if every_epoch {
-            graph = host_graph.to_device(&gpu).unwrap(); // the mistake: inside the loop
+            // the mistake: inside the loop
+            graph = host_graph.to_device(&gpu).unwrap();
         }
         trainer.epoch(&graph).unwrap();
     }
@@ -187,7 +248,9 @@ fn run(every_epoch: bool, epochs: usize) -> Ledger {
 fn ch02_the_transfer_ledger() {
     let once = run(false, 5);
     let every = run(true, 5);
-    let count = |l: &Ledger, what: &str| l.transfers().iter().filter(|t| t.what == what).count();
+    let count = |l: &Ledger, what: &str| {
+        l.transfers().iter().filter(|t| t.what == what).count()
+    };
     assert_eq!(count(&once, "karate.x"), 1);
     assert_eq!(count(&every, "karate.x"), 6);
     let text = format!(
@@ -210,7 +273,8 @@ fn ch02_metrics_on_the_device() {
     ledger.clear();
     ledger.set_phase("on the host");
     // ANCHOR: ch02_metrics_host
-    // PyTorch: pred = out.argmax(1).cpu(); (pred[test_mask] == data.y[test_mask].cpu()).sum()
+    // PyTorch: pred = out.argmax(1).cpu()
+    //          (pred[test_mask] == data.y[test_mask].cpu()).sum()
     let predicted = logits.argmax(D::Minus1).unwrap();
     let predicted = gpu.fetch_vec1::<u32>(&predicted, "predictions").unwrap();
     let labels = gpu.fetch_vec1::<u32>(y, "y").unwrap();
@@ -234,7 +298,9 @@ fn ch02_metrics_on_the_device() {
             .unwrap()
     };
     // every number the host needs, in one tensor: one small read-back
-    let numbers = Tensor::cat(&[correct_in(&split.train), correct_in(&split.test)], 0).unwrap();
+    let numbers =
+        Tensor::cat(&[correct_in(&split.train), correct_in(&split.test)], 0)
+            .unwrap();
     let numbers = gpu
         .fetch_vec1::<f32>(&numbers, "correct (train, test)")
         .unwrap();
@@ -251,13 +317,18 @@ fn ch02_portable_checkpoint() {
     let (model, _) = Model::init(ModelConfig::gcn(34, 16, 4), 0, &gpu).unwrap();
     // ANCHOR: ch02_checkpoint
     checkpoint::save(&model, &path).unwrap(); // from any device; atomic
-    let on_cpu = checkpoint::load(&path, Placement::cpu()).unwrap(); // map_location="cpu"
+                                              // map_location="cpu"
+    let on_cpu = checkpoint::load(&path, Placement::cpu()).unwrap();
     assert_eq!(on_cpu.placement().to_string(), "cpu");
     // ANCHOR_END: ch02_checkpoint
-    let wrong = checkpoint::load_with_config(&path, ModelConfig::gcn(34, 32, 4), Placement::cpu())
-        .unwrap_err()
-        .to_string()
-        .replace(&path.display().to_string(), "gcn.safetensors");
+    let wrong = checkpoint::load_with_config(
+        &path,
+        ModelConfig::gcn(34, 32, 4),
+        Placement::cpu(),
+    )
+    .unwrap_err()
+    .to_string()
+    .replace(&path.display().to_string(), "gcn.safetensors");
     generated("ch02_checkpoint.txt", &format!("{wrong}\n"));
 }
 
@@ -266,25 +337,31 @@ fn ch03_the_race_reproduced() {
     use std::sync::Arc;
     use workbook_lessons::threads::{race_demo, serving};
     let graph = datasets::karate(Placement::cpu()).unwrap();
-    let (model, _) = Model::init(ModelConfig::gatv2(34, 8, 8, 4), 0, Placement::cpu()).unwrap();
+    let (model, _) =
+        Model::init(ModelConfig::gatv2(34, 8, 8, 4), 0, Placement::cpu()).unwrap();
     let workbook::Layer::GatV2(conv) = &model.layers()[0] else {
         unreachable!("gatv2 config")
     };
     // ANCHOR: ch03_race
     let requests = serving::mixed_requests(&graph, 3, 0).unwrap();
-    let demo = race_demo::run(conv, &requests[0], &requests[2]).unwrap(); // both orders
-    assert!(demo.a_reads_first.stateful.wrong_attention()); // PyG < 2.5: A got B's attention
-    assert!(demo.a_reads_first.stateful.assertion_failed()); // and B's assert failed
+    // both orders
+    let demo = race_demo::run(conv, &requests[0], &requests[2]).unwrap();
+    // PyG < 2.5: A got B's attention
+    assert!(demo.a_reads_first.stateful.wrong_attention());
+    // and B's assert failed
+    assert!(demo.a_reads_first.stateful.assertion_failed());
     assert!(demo.b_reads_first.stateful.assertion_failed()); // here A's did
     assert!(demo.stateless_always_correct()); // ours: each thread got its own
     println!("{demo}");
     // ANCHOR_END: ch03_race
     // ANCHOR: ch03_serve
     let model = Arc::new(model); // shared, read-only: Model is Send + Sync
-    let many: Arc<[serving::Request]> = serving::mixed_requests(&graph, 200, 1).unwrap().into();
+    let many: Arc<[serving::Request]> =
+        serving::mixed_requests(&graph, 200, 1).unwrap().into();
     let run = serving::check(model.clone(), many, 4).unwrap();
-    assert_eq!(run.mismatches, 0); // bit-identical to answering one by one
-                                   // ANCHOR_END: ch03_serve
+    // bit-identical to answering one by one
+    assert_eq!(run.mismatches, 0);
+    // ANCHOR_END: ch03_serve
     generated("ch03_race.txt", &format!("{demo}"));
     // ANCHOR: ch03_torn
     let torn = workbook_lessons::threads::snapshot::torn_read_demo(
@@ -308,8 +385,10 @@ fn ch04_preflight_then_export() {
     let graph = datasets::karate(Placement::cpu()).unwrap();
     let (model, _) = Model::init(ModelConfig::gatv2(34, 8, 8, 4), 0, &gpu).unwrap();
     // ANCHOR: ch04_preflight_fails
-    let half = model.to_dtype(DType::F16).unwrap(); // an inference copy in half precision
-    let example = preflight::Example::from_graph(&graph); // the dummy input, on the cpu
+    // an inference copy in half precision
+    let half = model.to_dtype(DType::F16).unwrap();
+    // the dummy input, on the cpu
+    let example = preflight::Example::from_graph(&graph);
     let err = preflight::Preflight::new(&half)
         .training(true) // model.eval() forgotten
         .check(&example)
@@ -318,15 +397,18 @@ fn ch04_preflight_then_export() {
     // ANCHOR_END: ch04_preflight_fails
     let mut text = format!("{err}\n\n");
     // ANCHOR: ch04_export
-    let graph = graph.to_device(&gpu).unwrap(); // the example must be where the model is
-    let report = preflight::check(&model, &preflight::Example::from_graph(&graph)).unwrap();
+    // the example must be where the model is
+    let graph = graph.to_device(&gpu).unwrap();
+    let report =
+        preflight::check(&model, &preflight::Example::from_graph(&graph)).unwrap();
     for line in &report.checks {
         println!("ok: {line}");
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gatv2.onnx");
-    onnx::write(&model, &path, &onnx::OnnxOptions::default()).unwrap(); // atomic
-                                                                        // ANCHOR_END: ch04_export
+    // atomic: the file is whole or absent
+    onnx::write(&model, &path, &onnx::OnnxOptions::default()).unwrap();
+    // ANCHOR_END: ch04_export
     for line in &report.checks {
         text.push_str(&format!("ok: {line}\n"));
     }
@@ -371,7 +453,8 @@ fn ch05_mini_batches() {
     let mut text = String::new();
 
     // ANCHOR: ch05_loader
-    let graph = datasets::load("cora", None, Placement::cpu()).unwrap(); // stays on the host
+    // stays on the host
+    let graph = datasets::load("cora", None, Placement::cpu()).unwrap();
     let config = LoaderConfig {
         input_nodes: InputNodes::Train, // PyG: input_nodes=data.train_mask
         shuffle: true,
@@ -414,12 +497,19 @@ fn ch05_mini_batches() {
     let model = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
     let settings = MiniBatchConfig::new(&[10, 10], 64);
     // The model moves once (phase "init")...
-    let mut trainer =
-        MiniBatchTrainer::new(model, &graph, &TrainConfig::gcn(), settings, &device).unwrap();
+    let mut trainer = MiniBatchTrainer::new(
+        model,
+        &graph,
+        &TrainConfig::gcn(),
+        settings,
+        &device,
+    )
+    .unwrap();
     let loader = trainer.loader().clone();
     ledger.set_phase("epoch 1");
     for batch in loader.batches(1) {
-        let batch = batch.unwrap().to_device(&device).unwrap(); // ...the data every step
+        // ...the data every step
+        let batch = batch.unwrap().to_device(&device).unwrap();
         trainer.step(&batch).unwrap();
     }
     // ANCHOR_END: ch05_loop
@@ -427,9 +517,11 @@ fn ch05_mini_batches() {
 
     let mut text = String::new();
     // ANCHOR: ch05_mistakes
-    // 1. The graph moved to the device before the loader: the sampler works on the host.
+    // 1. The graph moved to the device before the loader (this loader samples
+    //    and gathers on the host).
     let on_device = graph.to_device(&device).unwrap();
-    let err = NeighborLoader::new(&on_device, LoaderConfig::new(&[10, 10], 64)).unwrap_err();
+    let err = NeighborLoader::new(&on_device, LoaderConfig::new(&[10, 10], 64))
+        .unwrap_err();
     // 2. The features and edges moved by hand, the labels left behind.
     let batch = loader.batch(1, 0).unwrap();
     let half = batch
@@ -441,6 +533,102 @@ fn ch05_mini_batches() {
     say(&mut text, err);
     say(&mut text, left_behind);
     generated("ch05_mistakes.txt", &text);
+
+    // The same epoch's batches again, with the third mistake.
+    ledger.clear();
+    // ANCHOR: ch05_whole_graph
+    ledger.set_phase("epoch 1");
+    for batch in loader.batches(1) {
+        // The mistake: the whole graph, every step (PyG: data = data.to(device)
+        // inside the loop). No error: the step uses only the batch.
+        let _graph = graph.to_device(&device).unwrap();
+        let batch = batch.unwrap().to_device(&device).unwrap();
+        trainer.step(&batch).unwrap();
+    }
+    print!("{}", ledger.table());
+    // ANCHOR_END: ch05_whole_graph
+    let whole = ledger.table();
+    assert!(whole.contains("Cora.x"), "{whole}");
+    generated("ch05_whole_graph.txt", &whole);
+
+    // PyG's GCNConv(cached=True) on mini-batches: refused up front.
+    let mut cached =
+        ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+    for layer in &mut cached.layers {
+        if let LayerConfig::Gcn(c) = layer {
+            c.cached = true;
+        }
+    }
+    let settings = MiniBatchConfig::new(&[10, 10], 64);
+    let recipe = TrainConfig::gcn();
+    let err = MiniBatchTrainer::new(cached, &graph, &recipe, settings, &device)
+        .err()
+        .expect("a cached GCN is refused for mini-batches");
+    generated("ch05_cached.txt", &format!("{err}\n"));
+}
+
+/// Bytes per kind of phase (`init`, training epochs, evaluation), in MB.
+fn phase_megabytes(ledger: &Ledger) -> String {
+    let mut groups: Vec<(String, usize, u64)> = Vec::new();
+    for t in ledger.totals() {
+        let group = match t.phase.split_once(' ') {
+            Some(("epoch", _)) => "training steps (epoch *)".to_string(),
+            Some(("eval", n)) if n.parse::<u32>().is_ok() => {
+                "evaluation (eval *)".to_string()
+            }
+            _ => t.phase.clone(),
+        };
+        match groups.iter_mut().find(|g| g.0 == group) {
+            Some(g) => {
+                g.1 += t.transfers;
+                g.2 += t.bytes;
+            }
+            None => groups.push((group, t.transfers, t.bytes)),
+        }
+    }
+    groups
+        .iter()
+        .map(|(g, n, b)| {
+            format!("  {g:<26} {n:>5} transfers {:>8.1} MB\n", *b as f64 / 1e6)
+        })
+        .collect()
+}
+
+#[test]
+fn ch05_evaluation_moves_data_too() {
+    use workbook::train::minibatch::{Eval, MiniBatchConfig, MiniBatchTrainer};
+    let graph = datasets::load("cora", None, Placement::cpu()).unwrap();
+    let three_epochs = |settings: MiniBatchConfig| {
+        let ledger = Ledger::new();
+        let device = Placement::sim(1).with_ledger(&ledger);
+        let config =
+            ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+        let recipe = TrainConfig::gcn();
+        let mut t =
+            MiniBatchTrainer::new(config, &graph, &recipe, settings, &device)
+                .unwrap();
+        for _ in 0..3 {
+            t.epoch().unwrap();
+        }
+        phase_megabytes(&ledger)
+    };
+    // The default: every neighbour (-1 per hop) of 1024 seeds at a time.
+    let default = MiniBatchConfig::new(&[10, 10], 128);
+    assert!(matches!(default.eval, Eval::Batches { .. }));
+    let by_batches = three_epochs(default);
+    // ANCHOR: ch05_eval
+    let settings = MiniBatchConfig {
+        eval: Eval::FullGraph, // CLI: --eval full
+        ..MiniBatchConfig::new(&[10, 10], 128)
+    };
+    // ANCHOR_END: ch05_eval
+    let full = three_epochs(settings);
+    let text = format!(
+        "3 epochs, --eval batches (the default):\n{by_batches}\
+         3 epochs, --eval full:\n{full}"
+    );
+    print!("{text}");
+    generated("ch05_eval.txt", &text);
 }
 
 /// Two batches of `seeds` training seeds each from Cora, epoch `epoch` (chapter 6).
@@ -480,17 +668,20 @@ fn ch06_data_parallel_step() {
     ];
     let config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
     let (model, _) = Model::init(config, 0, Placement::cpu()).unwrap();
-    // Once: a replica per device, every parameter copied (phase "replicate to sim:N").
+    // Once: a replica per device, every parameter copied
+    // (phase "replicate to sim:N").
     let mut dp = DataParallel::new(&model, &devices, &TrainConfig::gcn()).unwrap();
-    // Every step: batch k to device k, a forward and backward pass per replica, the gradients
-    // reduced onto sim:1, one Adam step there, the new parameters broadcast to sim:2.
+    // Every step: batch k to device k, a forward and backward pass per
+    // replica, the gradients reduced onto sim:1, one Adam step there, the new
+    // parameters broadcast to sim:2.
     ledger.set_phase("step 1");
     let on_devices = dp.scatter(&batches).unwrap(); // two batches of 32 seeds
     let step = dp.step(&on_devices).unwrap();
     let loss = step.loss().unwrap();
     ledger.set_phase("sync check");
-    let sync = dp.check_in_sync().unwrap(); // every replica bit for bit equal to the first
-                                            // ANCHOR_END: ch06_step
+    // every replica bit for bit equal to the first
+    let sync = dp.check_in_sync().unwrap();
+    // ANCHOR_END: ch06_step
     say(&mut text, ledger.table().trim_end());
     let kind = |prefix: &str| -> u64 {
         ledger
@@ -530,7 +721,8 @@ fn ch06_one_device_or_two() {
     use workbook::parallel::DataParallel;
     let mut text = String::new();
     let graph = datasets::load("cora", None, Placement::cpu()).unwrap();
-    let mut config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+    let mut config =
+        ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
     config.dropout = 0.0; // the same computation on both sides
     let (model, _) = Model::init(config, 0, Placement::cpu()).unwrap();
     let devices = [Placement::sim(1), Placement::sim(2)];
@@ -544,7 +736,8 @@ fn ch06_one_device_or_two() {
     for s in 0..4 {
         let batches = ch06_two_batches(&graph, 32, 1, (2 * s) % 4);
         // ANCHOR: ch06_one_device
-        // Two devices: replica k takes batch k, its loss scaled by its share of the seeds.
+        // Two devices: replica k takes batch k, its loss scaled by its share
+        // of the seeds.
         let two = dp
             .step(&dp.scatter(&batches).unwrap())
             .unwrap()
@@ -583,7 +776,8 @@ fn ch06_one_device_or_two() {
         );
         assert!((two - single).abs() < 1e-5);
     }
-    let reference: std::collections::HashMap<_, _> = one.named_parameters().into_iter().collect();
+    let reference: std::collections::HashMap<_, _> =
+        one.named_parameters().into_iter().collect();
     let largest = dp
         .module()
         .named_parameters()
@@ -619,7 +813,8 @@ fn ch06_the_failures() {
     // ANCHOR: ch06_replica
     // PyTorch: a replica on cuda:1 still reading a weight from cuda:0.
     let (model, _) = Model::init(config.clone(), 0, &devices[0]).unwrap();
-    let replicas = vec![model.clone(), model.clone()]; // the second replica never moved
+    // the second replica never moved
+    let replicas = vec![model.clone(), model.clone()];
     let err = DataParallel::from_replicas(replicas, &devices, &recipe)
         .err()
         .unwrap();
@@ -631,9 +826,12 @@ fn ch06_the_failures() {
 
     // ANCHOR: ch06_gather
     let on_devices = dp.scatter(&batches).unwrap();
-    let out = dp.forward_gather(&on_devices, &devices[0]).unwrap(); // output_device = sim:1
+    // output_device = sim:1
+    let out = dp.forward_gather(&on_devices, &devices[0]).unwrap();
     let y: Vec<u32> = batches.iter().flat_map(seed_labels).collect();
-    let y_on_sim2 = workbook::candle_core::Tensor::new(y.as_slice(), devices[1].device()).unwrap();
+    let y_on_sim2 =
+        workbook::candle_core::Tensor::new(y.as_slice(), devices[1].device())
+            .unwrap();
     let err = out.cross_entropy(&y_on_sim2, &devices[1]).err().unwrap();
     // The fix: the labels where the outputs were gathered.
     let y = devices[0]
@@ -645,7 +843,8 @@ fn ch06_the_failures() {
     assert!(loss.to_scalar::<f32>().unwrap().is_finite());
 
     // ANCHOR: ch06_optimizer
-    // An optimiser built (or restored) on sim:2, then pointed at the first replica on sim:1.
+    // An optimiser built (or restored) on sim:2, then pointed at the first
+    // replica, on sim:1.
     let on_sim2 = model.to_device(&devices[1]).unwrap();
     let restored = recipe.optimizer(&on_sim2).unwrap();
     let stale = restored.rebind(dp.module()).unwrap(); // state stays on sim:2
@@ -653,17 +852,19 @@ fn ch06_the_failures() {
         Ok(_) => unreachable!("the stale state is refused"),
         Err(err) => {
             say(&mut text, format!("3. {err}"));
-            let (model, _) = Model::init(config.clone(), 0, Placement::cpu()).unwrap();
+            let (model, _) =
+                Model::init(config.clone(), 0, Placement::cpu()).unwrap();
             DataParallel::new(&model, &devices, &recipe).unwrap()
         }
     };
-    // The fix: move the state with the parameters it updates (PyTorch: map_location).
+    // The fix: move the state with the parameters it updates.
     let moved = restored.to_model(dp.module()).unwrap();
     let mut dp = dp.with_optimizer(moved).unwrap();
     // ANCHOR_END: ch06_optimizer
 
     // ANCHOR: ch06_batch
-    // Both batches sent to the first device: replica 1 (sim:2) gets a batch on sim:1.
+    // Both batches sent to the first device: replica 1 (sim:2) gets a
+    // batch on sim:1.
     let both_first: Vec<_> = batches
         .iter()
         .map(|b| b.to_device(&devices[0]).unwrap())
@@ -709,10 +910,18 @@ fn ch06_module_prefix() {
     let path = dir.path().join("dp.safetensors");
     tensor_file::write(&path, &prefixed, None).unwrap();
     // ANCHOR: ch06_module_prefix
-    let err = checkpoint::load_with_config(&path, config.clone(), Placement::sim(1)).unwrap_err();
-    // The fix when the file cannot be saved again from dp.module: strip the prefix on load.
-    let model =
-        checkpoint::load_stripping_prefix(&path, config, Placement::sim(1), "module.").unwrap();
+    let err =
+        checkpoint::load_with_config(&path, config.clone(), Placement::sim(1))
+            .unwrap_err();
+    // The fix when the file cannot be saved again from dp.module: strip
+    // the prefix on load.
+    let model = checkpoint::load_stripping_prefix(
+        &path,
+        config,
+        Placement::sim(1),
+        "module.",
+    )
+    .unwrap();
     // ANCHOR_END: ch06_module_prefix
     // The temporary folder changes every run: show the file name only.
     let folder = format!("{}{}", dir.path().display(), std::path::MAIN_SEPARATOR);
@@ -742,10 +951,13 @@ fn ch06_model_parallel() {
     let config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
     let (model, _) = Model::init(config, 0, Placement::cpu()).unwrap();
     ledger.set_phase("split");
-    let mp = ModelParallel::new(&model, &stages).unwrap(); // each layer to its device
-    let placed = mp.place_graph(&graph).unwrap(); // x to sim:1, edges to both, labels to sim:2
+    // each layer to its device
+    let mp = ModelParallel::new(&model, &stages).unwrap();
+    // x to sim:1, edges to both, labels to sim:2
+    let placed = mp.place_graph(&graph).unwrap();
     let recipe = TrainConfig::gcn();
-    let mut optimizers = mp.optimizers(&recipe).unwrap(); // one Adam per stage, state with it
+    // one Adam per stage, state with it
+    let mut optimizers = mp.optimizers(&recipe).unwrap();
     let mut dropout = recipe.dropout(stages[0].device());
     ledger.set_phase("step 1");
     let loss = mp
@@ -758,7 +970,8 @@ fn ch06_model_parallel() {
     // The split model as it is: its own forward pass meets conv2 on sim:2.
     let on_sim1 = graph.to_device(&stages[0]).unwrap();
     let err = mp.model().forward_graph(&on_sim1).unwrap_err();
-    // Gathered on one device, it is an ordinary model again (for export or one-device serving).
+    // Gathered on one device, it is an ordinary model again (for export or
+    // serving on one device).
     let whole = mp.into_model(Placement::cpu()).unwrap();
     // ANCHOR_END: ch06_model_parallel_export
     say(&mut text, err);
@@ -788,7 +1001,8 @@ fn seed_labels(batch: &workbook::loader::Batch) -> Vec<u32> {
 fn ch06_sync_check() {
     use workbook::parallel::DataParallel;
     let mut text = String::new();
-    let (model, _) = Model::init(ModelConfig::gcn(1433, 16, 7), 0, Placement::cpu()).unwrap();
+    let (model, _) =
+        Model::init(ModelConfig::gcn(1433, 16, 7), 0, Placement::cpu()).unwrap();
     let devices = [Placement::sim(1), Placement::sim(2)];
     // ANCHOR: ch06_sync
     let dp = DataParallel::new(&model, &devices, &TrainConfig::gcn()).unwrap();
@@ -805,7 +1019,7 @@ fn ch06_sync_check() {
 
 #[test]
 fn ch06_train_on_two_devices() {
-    use workbook::parallel::train_data_parallel;
+    use workbook::parallel::{train_data_parallel, DataParallelEpoch};
     use workbook::train::minibatch::{Eval, MiniBatchConfig};
     let mut text = String::new();
     let graph = datasets::load("cora", None, Placement::cpu()).unwrap();
@@ -822,20 +1036,26 @@ fn ch06_train_on_two_devices() {
     };
     let settings = MiniBatchConfig {
         eval: Eval::FullGraph,
-        ..MiniBatchConfig::new(&[10, 10], 128) // the global batch: 64 seeds per device
+        // the global batch: 64 seeds per device
+        ..MiniBatchConfig::new(&[10, 10], 128)
     };
     let mut every_10th = Vec::new();
-    let trainer = train_data_parallel(config, &graph, &recipe, settings, &devices, |e| {
-        if e.stats.epoch % 10 == 0 {
+    let on_epoch = |e: &DataParallelEpoch| {
+        if e.stats.epoch.is_multiple_of(10) {
+            let (s, sync) = (&e.stats, e.replicas_in_sync);
             every_10th.push(format!(
-                "epoch {}: {} steps, {} batches, loss {:.4}, test accuracy {:.3}, replicas in sync: {}",
-                e.stats.epoch, e.steps, e.batches, e.stats.loss, e.stats.test_accuracy, e.replicas_in_sync
+                "epoch {}: {} steps, {} batches, loss {:.4}, \
+                 test accuracy {:.3}, replicas in sync: {sync}",
+                s.epoch, e.steps, e.batches, s.loss, s.test_accuracy
             ));
         }
-    })
-    .unwrap();
-    let model = trainer.into_module(); // unwrapped: save, export or serve this
-                                       // ANCHOR_END: ch06_train
+    };
+    let trainer =
+        train_data_parallel(config, &graph, &recipe, settings, &devices, on_epoch)
+            .unwrap();
+    // unwrapped: save, export or serve this
+    let model = trainer.into_module();
+    // ANCHOR_END: ch06_train
     for line in &every_10th {
         say(&mut text, line);
     }
@@ -871,14 +1091,16 @@ fn ch07_capstone_cora_end_to_end() {
 
     // ANCHOR: ch07_train
     let ledger = Ledger::new();
-    let chosen = device::choose(Some("sim:1".parse().unwrap())).unwrap(); // chapter 1: one policy
+    // chapter 1: one policy
+    let chosen = device::choose(Some("sim:1".parse().unwrap())).unwrap();
     let gpu = chosen.placement.with_ledger(&ledger);
     ledger.set_phase("load");
     let cora = datasets::load("cora", None, &gpu).unwrap(); // chapter 2: moved once
     let config = ModelConfig::gatv2(cora.num_features(), 8, 8, cora.num_classes());
     let recipe = TrainConfig {
-        epochs: 20, // the book's short run; the full recipe is TrainConfig::gatv2():
-        lr: 0.02,   // 200 epochs at lr 0.005
+        // the book's short run; the full recipe is TrainConfig::gatv2():
+        epochs: 20,
+        lr: 0.02, // 200 epochs at lr 0.005
         ..TrainConfig::gatv2()
     };
     let report = train(config, &cora, &recipe, |s| {
@@ -937,9 +1159,12 @@ fn ch07_capstone_cora_end_to_end() {
     text.clear();
 
     // ANCHOR: ch07_export
-    // chapter 4: pre-flight first, then write; the example graph is on the model's device
-    let checks = preflight::check(&model, &preflight::Example::from_graph(&cora)).unwrap();
-    checkpoint::save(&model, &checkpoint_path).unwrap(); // chapter 2: portable, from any device
+    // chapter 4: pre-flight first, then write; the example graph is on the
+    // model's device
+    let checks =
+        preflight::check(&model, &preflight::Example::from_graph(&cora)).unwrap();
+    // chapter 2: portable, from any device
+    checkpoint::save(&model, &checkpoint_path).unwrap();
     onnx::write(&model, &onnx_path, &onnx::OnnxOptions::default()).unwrap();
     // ANCHOR_END: ch07_export
     for line in &checks.checks {
@@ -987,13 +1212,16 @@ fn ch07_capstone_cora_end_to_end() {
 
     // ANCHOR: ch07_serve
     // the serving machine: reload onto its device (map_location), share through Arc
-    let served = Arc::new(checkpoint::load(&checkpoint_path, Placement::cpu()).unwrap());
+    let served =
+        Arc::new(checkpoint::load(&checkpoint_path, Placement::cpu()).unwrap());
     let requests: Arc<[serving::Request]> =
         serving::mixed_requests(&host_cora, 24, 0).unwrap().into();
     let run = serving::check(served.clone(), requests.clone(), 4).unwrap();
-    assert_eq!(run.mismatches, 0); // every concurrent answer equals the sequential one
+    // every concurrent answer equals the sequential one
+    assert_eq!(run.mismatches, 0);
 
-    // the reloaded model answers exactly as the trained one did: logits and attention
+    // the reloaded model answers exactly as the trained one did: logits
+    // and attention
     let on_gpu = serving::answer(&model, &serving::Request::whole(&cora)).unwrap();
     let on_cpu = serving::answer(&served, &request).unwrap();
     let same = on_cpu.same_as(&on_gpu).unwrap();
@@ -1041,7 +1269,10 @@ fn every_include_in_the_book_resolves() {
             while let Some(at) = rest.find("{{#include ") {
                 let after = &rest[at + "{{#include ".len()..];
                 let Some(end) = after.find("}}") else {
-                    problems.push(format!("{name}:{}: unclosed {{{{#include", line_no + 1));
+                    problems.push(format!(
+                        "{name}:{}: unclosed {{{{#include",
+                        line_no + 1
+                    ));
                     break;
                 };
                 let spec = after[..end].trim();
@@ -1058,9 +1289,19 @@ fn every_include_in_the_book_resolves() {
                 };
                 let lines: Vec<&str> = body.lines().collect();
                 match selector {
-                    None if body.trim().is_empty() => problems.push(format!("{at}: empty file")),
+                    None if body.trim().is_empty() => {
+                        problems.push(format!("{at}: empty file"))
+                    }
+                    // A whole source file shown as a listing (outputs wrap instead).
+                    None if path.ends_with(".rs") || path.ends_with(".py") => {
+                        too_wide(&at, &lines, &mut problems)
+                    }
                     None => {}
-                    Some(range) if range.chars().all(|c| c.is_ascii_digit() || c == ':') => {
+                    Some(range)
+                        if range
+                            .chars()
+                            .all(|c| c.is_ascii_digit() || c == ':') =>
+                    {
                         for n in range.split(':').filter(|n| !n.is_empty()) {
                             let n: usize = n.parse().unwrap();
                             if n == 0 || n > lines.len() {
@@ -1074,16 +1315,33 @@ fn every_include_in_the_book_resolves() {
                     Some(anchor) => {
                         let begin = format!("ANCHOR: {anchor}");
                         let finish = format!("ANCHOR_END: {anchor}");
-                        let start = lines.iter().position(|l| l.trim_end().ends_with(&begin));
-                        let stop = lines.iter().position(|l| l.trim_end().ends_with(&finish));
+                        let start = lines
+                            .iter()
+                            .position(|l| l.trim_end().ends_with(&begin));
+                        let stop = lines
+                            .iter()
+                            .position(|l| l.trim_end().ends_with(&finish));
                         match (start, stop) {
                             (Some(s), Some(e)) if e > s => {
-                                if lines[s + 1..e].iter().all(|l| l.trim().is_empty()) {
-                                    problems.push(format!("{at}: the anchor is empty"));
+                                if lines[s + 1..e]
+                                    .iter()
+                                    .all(|l| l.trim().is_empty())
+                                {
+                                    problems
+                                        .push(format!("{at}: the anchor is empty"));
                                 }
+                                // mdbook drops the lines of other anchors' markers;
+                                // book/dedent.py removes the common indentation.
+                                let listing: Vec<&str> = lines[s + 1..e]
+                                    .iter()
+                                    .copied()
+                                    .filter(|l| !l.contains("ANCHOR"))
+                                    .collect();
+                                too_wide(&at, &listing, &mut problems);
                             }
-                            _ => problems
-                                .push(format!("{at}: no '{begin}' ... '{finish}' in {path}")),
+                            _ => problems.push(format!(
+                                "{at}: no '{begin}' ... '{finish}' in {path}"
+                            )),
                         }
                     }
                 }
@@ -1099,24 +1357,55 @@ fn every_include_in_the_book_resolves() {
     );
 }
 
+/// The widest a listing's line may be once dedented: the book's code column shows about 80
+/// characters before it scrolls, and a comment that maps a line to PyTorch must not hide there.
+const LISTING_WIDTH: usize = 80;
+
+/// Adds a problem for every line of `listing` wider than [`LISTING_WIDTH`] once the listing's
+/// common indentation is removed (as book/dedent.py does).
+fn too_wide(at: &str, listing: &[&str], problems: &mut Vec<String>) {
+    let indent = listing
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    for line in listing {
+        let width = line.chars().count().saturating_sub(indent);
+        if width > LISTING_WIDTH {
+            problems.push(format!(
+                "{at}: a line of {width} columns (at most {LISTING_WIDTH}; put a trailing \
+                 comment on its own line): {}",
+                line.trim()
+            ));
+        }
+    }
+}
+
 // ANCHOR: ch02_own_layer
 use workbook::candle_core::{DType, Device, Tensor};
 use workbook::candle_nn::{Linear, Module as _};
 use workbook::layers::{GraphLayer, LayerInput, LayerOutput};
 use workbook::{module, train::Dropout, EdgeIndex, Module};
 
-/// `Σ_j x_j` into every node, the PyTorch way a first draft is often written:
-/// `torch.zeros(n, f)` makes the buffer on the default device, whatever `x`'s is.
-fn neighbour_sum_fixed_device(x: &Tensor, edges: &EdgeIndex) -> workbook::Result<Tensor> {
+/// `Σ_j x_j` into every node, the PyTorch way a first draft is often
+/// written: `torch.zeros(n, f)` makes the buffer on the default device,
+/// whatever `x`'s is.
+fn neighbour_sum_fixed_device(
+    x: &Tensor,
+    edges: &EdgeIndex,
+) -> workbook::Result<Tensor> {
     let (n, f) = x.dims2()?;
     let out = Tensor::zeros((n, f), DType::F32, &Device::Cpu)?; // the bug
     let messages = x.index_select(edges.sources(), 0)?;
     Ok(out.index_add(edges.targets(), &messages, 0)?)
 }
 
-/// The fix: make the intermediate from the input, so it lives (and has the dtype) where `x` does.
+/// The fix: make the intermediate from the input, so it lives (and has the
+/// dtype) where `x` does.
 fn neighbour_sum(x: &Tensor, edges: &EdgeIndex) -> workbook::Result<Tensor> {
-    let out = x.zeros_like()?; // PyTorch: torch.zeros_like(x) or x.new_zeros(n, f)
+    // PyTorch: torch.zeros_like(x) or x.new_zeros(n, f)
+    let out = x.zeros_like()?;
     let messages = x.index_select(edges.sources(), 0)?;
     Ok(out.index_add(edges.targets(), &messages, 0)?)
 }
@@ -1146,8 +1435,9 @@ impl GraphLayer for SumConv {
 // ANCHOR_END: ch02_own_layer
 
 // ANCHOR: ch02_own_loss
-/// Class-weighted cross-entropy (PyTorch: `F.cross_entropy(logits, y, weight=w)`), the class
-/// weights a buffer, so they move with `to_device` and are checked before every call.
+/// Class-weighted cross-entropy (PyTorch: `F.cross_entropy(logits, y,
+/// weight=w)`), the class weights a buffer, so they move with `to_device`
+/// and are checked before every call.
 #[derive(Clone, Debug, Module)]
 struct WeightedCrossEntropy {
     #[module(buffer)]
@@ -1198,7 +1488,8 @@ fn ch02_intermediates_on_the_wrong_device() {
         edge_weight: None,
     };
     let draft = make(neighbour_sum_fixed_device).to_device(&gpu).unwrap();
-    let err = draft.apply(&input, None).unwrap_err(); // on sim:1 too, not only on a GPU
+    // on sim:1 too, not only on a GPU
+    let err = draft.apply(&input, None).unwrap_err();
     let fixed = make(neighbour_sum).to_device(&gpu).unwrap();
     let out = fixed.apply(&input, None).unwrap();
     // ANCHOR_END: ch02_intermediate_caught
@@ -1220,8 +1511,9 @@ fn ch02_intermediates_on_the_wrong_device() {
         fixed_device_weights: true,
         ..loss.clone()
     };
-    let err = draft.forward(&out.out, y).unwrap_err(); // weights made inside forward
-                                                       // ANCHOR_END: ch02_loss_caught
+    // weights made inside forward
+    let err = draft.forward(&out.out, y).unwrap_err();
+    // ANCHOR_END: ch02_loss_caught
     assert!(value.to_scalar::<f32>().unwrap().is_finite());
     text += &format!("\n{}\n{err}\n", inspect::table(&loss.inspect_rows("")));
     generated("ch02_intermediates.txt", &text);
