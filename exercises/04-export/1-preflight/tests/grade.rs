@@ -18,7 +18,7 @@ use std::collections::{BTreeSet, HashMap};
 use workbook::candle_core::{DType, Device, Tensor};
 use workbook::device::accelerator_or_sim;
 use workbook::export::preflight::Example;
-use workbook::{datasets, Graph, LayerConfig, Model, ModelConfig, Placement};
+use workbook::{datasets, GcnConfig, Graph, LayerConfig, Model, ModelConfig, Placement};
 
 /// The accelerator: `cuda:0`, or `sim:2` to `sim:7` as the run's challenge picks.
 fn accelerator(s: &Scenario) -> Placement {
@@ -35,16 +35,32 @@ fn gcn(at: &Placement, seed: u64) -> Model {
         .0
 }
 
-/// A GCN or a GATv2 for the karate club, as the challenge picks (their parameters differ).
-fn some_model(s: &Scenario, at: &Placement) -> Model {
-    let config = if s.pick("model kind", 0..2) == 0 {
-        ModelConfig::gcn(34, 16, 4)
+/// A GCN of 2 to 5 layers of 4 to 63 hidden channels, or a GATv2, for the karate club, as the
+/// challenge picks (their parameters differ). Returns it and a name for it.
+fn some_model(s: &Scenario, at: &Placement) -> (Model, String) {
+    let hidden = s.pick("hidden channels", 4..64);
+    let (config, name) = if s.pick("model kind", 0..3) == 0 {
+        (
+            ModelConfig::gatv2(34, hidden, 2, 4),
+            format!("a GATv2 of 2 x {hidden} hidden channels"),
+        )
     } else {
-        ModelConfig::gatv2(34, 8, 2, 4)
+        let layers = s.pick("layers", 2..6);
+        let mut config = ModelConfig::gcn(34, hidden, 4);
+        for _ in 2..layers {
+            config
+                .layers
+                .insert(1, LayerConfig::Gcn(GcnConfig::new(hidden, hidden)));
+        }
+        (
+            config,
+            format!("a {layers}-layer GCN of {hidden} hidden channels"),
+        )
     };
-    Model::init(config, s.seed("model"), at)
+    let model = Model::init(config, s.seed("model"), at)
         .expect("building the model")
-        .0
+        .0;
+    (model, name)
 }
 
 /// The problems as one line each, for assertion messages.
@@ -101,9 +117,10 @@ fn about<'a>(problems: &'a [Problem], tensor: &str) -> Vec<&'a Problem> {
     problems.iter().filter(|p| p.tensor == tensor).collect()
 }
 
-/// The karate GCN (seeded by the challenge) on the cpu with one value of one parameter made NaN
-/// or infinite, both picked by the challenge (a diverged run). Returns it and that parameter.
-fn gcn_with_non_finite(s: &Scenario) -> (Model, String) {
+/// The karate GCN (seeded by the challenge) on the cpu with some values of one parameter made
+/// NaN or infinite, which and how many picked by the challenge (a diverged run). Returns it,
+/// that parameter and how many of its values are non-finite.
+fn gcn_with_non_finite(s: &Scenario) -> (Model, String, usize) {
     let clean = gcn(&Placement::cpu(), s.seed("poisoned model"));
     let mut tensors: HashMap<String, Tensor> = clean.named_parameters().into_iter().collect();
     let mut names: Vec<String> = tensors.keys().cloned().collect();
@@ -111,17 +128,23 @@ fn gcn_with_non_finite(s: &Scenario) -> (Model, String) {
     let name = names[s.pick("poisoned parameter", 0..names.len())].clone();
     let w = &tensors[&name];
     let mut values = w.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-    let at = s.pick("poisoned value", 0..values.len());
-    values[at] = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY][s.pick("poison", 0..3)];
+    let how_many = 1 + s.pick("poisoned values", 0..values.len().min(60));
+    let first = s.pick("first poisoned value", 0..values.len());
+    let poison = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY][s.pick("poison", 0..3)];
+    for k in 0..how_many {
+        let at = (first + k * 7) % values.len();
+        values[at] = poison;
+    }
+    let bad = values.iter().filter(|v| !v.is_finite()).count();
     let poisoned = Tensor::from_vec(values, w.dims(), &Device::Cpu).unwrap();
     tensors.insert(name.clone(), poisoned);
     let model = Model::from_tensors(clean.config().clone(), &tensors, Placement::cpu()).unwrap();
-    (model, name)
+    (model, name, bad)
 }
 
-/// Whether the model's logits on the example hold a NaN or an infinity, found here with the
+/// How many of the model's logits on the example are NaN or infinite, counted here with the
 /// library (x in the model's dtype), independently of the student's checks.
-fn logits_are_non_finite(model: &Model, graph: &Graph) -> bool {
+fn non_finite_logits(model: &Model, graph: &Graph) -> usize {
     let x = graph.x().to_dtype(model.dtype()).unwrap();
     let logits = model.forward(&x, graph.edge_index(), None).unwrap().logits;
     logits
@@ -132,7 +155,8 @@ fn logits_are_non_finite(model: &Model, graph: &Graph) -> bool {
         .to_vec1::<f32>()
         .unwrap()
         .iter()
-        .any(|v| !v.is_finite())
+        .filter(|v| !v.is_finite())
+        .count()
 }
 
 #[test]
@@ -141,14 +165,15 @@ fn a_clean_model_passes() {
     let gpu = accelerator(&s);
     let graph = karate(&gpu);
     let example = Example::from_graph(&graph);
-    let problems = preflight(&gcn(&gpu, s.seed("gcn")), Mode::Eval, &example);
+    let (model, name) = some_model(&s, &gpu);
+    let problems = preflight(&model, Mode::Eval, &example);
     s.observe(
-        format!("problems of a clean GCN on {gpu}"),
+        format!("problems of {name} on {gpu}"),
         &summaries(&problems, &[]),
     );
     assert!(
         problems.is_empty(),
-        "a float32 GCN in eval mode on {gpu}, with the example on {gpu}, must pass; got {}",
+        "{name}, float32, in eval mode on {gpu}, with the example on {gpu}, must pass; got {}",
         listed(&problems)
     );
     let config = ModelConfig::gatv2(34, 8, 2, 4);
@@ -177,7 +202,8 @@ fn buffers_left_on_another_device_are_named() {
         1 => vec![1],
         _ => vec![0, 1],
     };
-    let mut config = ModelConfig::gcn(34, 16, 4);
+    let hidden = s.pick("hidden channels", 4..64);
+    let mut config = ModelConfig::gcn(34, hidden, 4);
     for (k, layer) in config.layers.iter_mut().enumerate() {
         if let LayerConfig::Gcn(c) = layer {
             c.cached = cached_layers.contains(&k);
@@ -191,7 +217,7 @@ fn buffers_left_on_another_device_are_named() {
     let problems = check_devices(&stale);
     let expected_words = words(&["to_device", &gpu.to_string(), "cpu"]);
     s.observe(
-        "problems with stale buffers",
+        format!("problems with stale buffers, {hidden} hidden channels"),
         &summaries(&problems, &expected_words),
     );
     let buffers: Vec<String> = cached_layers
@@ -231,9 +257,12 @@ fn buffers_left_on_another_device_are_named() {
 #[test]
 fn half_precision_parameters_are_named() {
     let s = scenario::start();
-    let model = some_model(&s, &Placement::cpu());
+    let (model, name) = some_model(&s, &Placement::cpu());
     let problems = check_dtypes(&model);
-    s.observe("problems of a float32 model", &summaries(&problems, &[]));
+    s.observe(
+        format!("problems of {name}, float32"),
+        &summaries(&problems, &[]),
+    );
     assert!(
         problems.is_empty(),
         "a float32 model has no dtype problem; got {}",
@@ -244,7 +273,7 @@ fn half_precision_parameters_are_named() {
         let problems = check_dtypes(&half);
         let expected_words = words(&[&format!("{dtype:?}"), "to_dtype(DType::F32)"]);
         s.observe(
-            format!("problems of the {dtype:?} model"),
+            format!("problems of {name} in {dtype:?}"),
             &summaries(&problems, &expected_words),
         );
         for (name, _) in half.named_parameters() {
@@ -278,8 +307,8 @@ fn half_precision_parameters_are_named() {
 fn training_mode_is_refused() {
     let s = scenario::start();
     let mut config = ModelConfig::gatv2(34, 8, 2, 4);
-    // a dropout the challenge picks, 0.1 to 0.9
-    config.dropout = s.pick("dropout tenths", 1..10) as f64 / 10.0;
+    // a dropout the challenge picks, 0.01 to 0.99
+    config.dropout = s.pick("dropout hundredths", 1..100) as f64 / 100.0;
     let dropout = config.dropout;
     let model = Model::init(config, s.seed("model"), Placement::cpu())
         .unwrap()
@@ -422,21 +451,35 @@ fn non_finite_outputs_are_reported() {
         "a clean model gives finite logits; got {}",
         listed(&clean)
     );
-    let (model, poisoned) = gcn_with_non_finite(&s);
-    let logits_bad = logits_are_non_finite(&model, &graph);
+    let (model, poisoned, bad) = gcn_with_non_finite(&s);
+    let bad_logits = non_finite_logits(&model, &graph);
+    let logits_bad = bad_logits > 0;
     let problems = check_outputs(&model, &example)
         .unwrap_or_else(|e| panic!("check_outputs failed: {e}"));
+    // the counts each problem names (how many values), among the two the test knows
+    let counts = words(&[&bad.to_string(), &bad_logits.to_string()]);
     s.observe(
-        "problems of a model with a non-finite parameter",
-        &summaries(&problems, &[]),
+        "problems of a model with a non-finite parameter, and the counts they name",
+        &summaries(&problems, &counts),
     );
     assert!(
         about(&problems, &poisoned)
             .iter()
-            .any(|p| p.check == Check::Outputs && !p.fix.is_empty()),
-        "'{poisoned}' holds a NaN or an infinity: expected an Outputs problem (with a fix) naming it, even when the logits look fine; got {}",
+            .any(|p| p.check == Check::Outputs
+                && !p.fix.is_empty()
+                && numbers_in(&p.problem).contains(&bad.to_string())),
+        "'{poisoned}' holds {bad} NaN or infinite value(s): expected an Outputs problem (with a fix) naming it and how many, even when the logits look fine; got {}",
         listed(&problems)
     );
+    if logits_bad {
+        assert!(
+            about(&problems, "logits")
+                .iter()
+                .any(|p| numbers_in(&p.problem).contains(&bad_logits.to_string())),
+            "{bad_logits} logits are NaN or infinite: the problem about 'logits' should say how many; got {}",
+            listed(&problems)
+        );
+    }
     assert_eq!(
         about(&problems, "logits").len(),
         usize::from(logits_bad),
@@ -460,11 +503,12 @@ fn every_problem_is_reported_at_once() {
     let gpu = accelerator(&s);
     let half_dtype = [DType::F16, DType::BF16][s.pick("half dtype", 0..2)];
     // half precision, training mode, and the dummy input on the cpu: three kinds at once
-    let half = some_model(&s, &gpu).to_dtype(half_dtype).unwrap();
+    let (model, name) = some_model(&s, &gpu);
+    let half = model.to_dtype(half_dtype).unwrap();
     let on_cpu = karate(&Placement::cpu());
     let problems = preflight(&half, Mode::Train, &Example::from_graph(&on_cpu));
     s.observe(
-        "problems of a half-precision model in training mode, example on the cpu",
+        format!("problems of {name} in {half_dtype:?}, in training mode, example on the cpu"),
         &summaries(&problems, &[]),
     );
     let mut expected: Vec<(Check, String)> = half
@@ -480,7 +524,7 @@ fn every_problem_is_reported_at_once() {
             problems
                 .iter()
                 .any(|p| p.check == *check && &p.tensor == tensor),
-            "a {half_dtype:?} model in training mode with the example on cpu: expected a {check:?} problem about '{tensor}' among all the others; got {}",
+            "{name} in {half_dtype:?}, in training mode, with the example on cpu: expected a {check:?} problem about '{tensor}' among all the others; got {}",
             listed(&problems)
         );
     }
@@ -504,14 +548,15 @@ fn the_forward_pass_runs_only_when_it_can() {
     let on_cpu = karate(&Placement::cpu());
     // Dtype and mode problems do not stop the forward pass (x goes in the model's dtype): its
     // findings are added to theirs.
-    let (poisoned_model, poisoned) = gcn_with_non_finite(&s);
+    let (poisoned_model, poisoned, bad) = gcn_with_non_finite(&s);
     let half_dtype = [DType::F16, DType::BF16][s.pick("half dtype", 0..2)];
     let nan_half = poisoned_model.to_dtype(half_dtype).unwrap();
-    let logits_bad = logits_are_non_finite(&nan_half, &on_cpu);
+    let bad_logits = non_finite_logits(&nan_half, &on_cpu);
+    let logits_bad = bad_logits > 0;
     let problems = preflight(&nan_half, Mode::Train, &Example::from_graph(&on_cpu));
     s.observe(
         "problems of a half-precision model with a non-finite parameter, in training mode",
-        &summaries(&problems, &[]),
+        &summaries(&problems, &words(&[&bad.to_string(), &bad_logits.to_string()])),
     );
     let mut expected = vec![
         (Check::Dtype, "conv1.lin.weight".to_string()),

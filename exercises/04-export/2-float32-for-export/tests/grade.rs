@@ -17,7 +17,7 @@ use workbook::candle_core::{DType, Device, Tensor};
 use workbook::device::accelerator_or_sim;
 use workbook::export::precision::{BF16_ACCURACY_TOLERANCE, F16_ACCURACY_TOLERANCE};
 use workbook::export::preflight::{self, Example};
-use workbook::{checkpoint, datasets, tensor_file, Graph, Model, ModelConfig, Placement};
+use workbook::{checkpoint, datasets, tensor_file, Graph, Model, ModelConfig, Placement, Split};
 
 /// The accelerator: `cuda:0`, or `sim:2` to `sim:7` as the run's challenge picks.
 fn accelerator(s: &Scenario) -> Placement {
@@ -27,6 +27,45 @@ fn accelerator(s: &Scenario) -> Placement {
 /// Cora (PyG's Planetoid split), embedded in the library.
 fn cora(at: &Placement) -> Graph {
     datasets::load("cora", None, at).expect("loading Cora")
+}
+
+/// Cora with a test split of 1000 papers the challenge draws among those outside PyG's train and
+/// val splits (which stay as they are), on the cpu.
+fn cora_with_drawn_test_split(s: &Scenario) -> Graph {
+    let cora = cora(&Placement::cpu());
+    let n = cora.num_nodes();
+    let [train, val, _] = cora.split().unwrap().to_masks(n).unwrap();
+    let mut free: Vec<usize> = (0..n).filter(|&i| !train[i] && !val[i]).collect();
+    // a Fisher-Yates shuffle driven by the challenge's seed (SplitMix64 steps)
+    let mut state = s.seed("test split");
+    for i in (1..free.len()).rev() {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        free.swap(i, (z % (i as u64 + 1)) as usize);
+    }
+    let mut test = vec![false; n];
+    for &i in &free[..1000] {
+        test[i] = true;
+    }
+    let split = Split::from_masks(&train, &val, &test, &Device::Cpu).unwrap();
+    let labels = cora.labels_host().unwrap().unwrap();
+    Graph::new("Cora", cora.x().clone(), cora.edge_index().clone())
+        .unwrap()
+        .with_labels(&labels, split)
+        .unwrap()
+}
+
+/// 64 rows of `logits` the challenge draws (the nodes an observation compares).
+fn drawn_rows(s: &Scenario, logits: &Tensor) -> Tensor {
+    let n = logits.dims()[0];
+    let rows: Vec<u32> = (0..64)
+        .map(|k| s.pick(&format!("observed row {k}"), 0..n) as u32)
+        .collect();
+    let rows = Tensor::new(rows.as_slice(), logits.device()).unwrap();
+    logits.index_select(&rows, 0).unwrap()
 }
 
 /// `gcn` or `gatv2`, as the challenge picks.
@@ -115,6 +154,18 @@ fn the_float32_copy_passes_the_preflight() {
         .unwrap_or_else(|e| panic!("back_to_float32 failed on the {dtype:?} {name}: {e}"));
     s.observe("dtypes of the copy", &dtypes(&back));
     s.observe("the copy's device", &back.placement().to_string());
+    let logits = back
+        .forward_graph(&graph)
+        .unwrap_or_else(|e| panic!("the float32 copy cannot run on Cora on {gpu}: {e}"))
+        .logits;
+    s.observe_within(
+        "logits of the float32 copy, drawn rows",
+        &drawn_rows(&s, &logits),
+        Tolerance {
+            abs: 1e-5,
+            rel: 1e-5,
+        },
+    );
     let preflight = preflight::check(&back, &Example::from_graph(&graph));
     s.observe(
         "passed pre-flight checks",
@@ -149,8 +200,8 @@ fn the_float32_copy_keeps_the_logits() {
         .forward_graph(&graph)
         .unwrap_or_else(|e| panic!("the float32 copy cannot run on Cora's float32 features: {e}"));
     s.observe_within(
-        "logits of the float32 copy",
-        &out.logits,
+        "logits of the float32 copy, drawn rows",
+        &drawn_rows(&s, &out.logits),
         Tolerance {
             abs: 1e-5,
             rel: 1e-5,
@@ -253,7 +304,7 @@ fn check_cost(s: &Scenario, label: &str, cost: &HalfPrecisionCost, model: &Model
 #[test]
 fn measures_what_half_precision_costs() {
     let s = scenario::start();
-    let graph = cora(&Placement::cpu());
+    let graph = cora_with_drawn_test_split(&s);
     let name = model_kind(&s);
     let model = trained(name, &Placement::cpu());
     let mut measured = Vec::new(); // printed once every check has passed
@@ -296,7 +347,7 @@ fn out_of_f16_range(layer: &str, k: u32) -> Model {
 #[test]
 fn an_overflow_in_half_precision_is_measured_not_hidden() {
     let s = scenario::start();
-    let graph = cora(&Placement::cpu());
+    let graph = cora_with_drawn_test_split(&s);
     // Scalings (measured) whose f16 logits hold both infinities and NaNs.
     let (layer, k) = [
         ("conv1.lin.weight", 14),
@@ -376,8 +427,8 @@ fn exports_float32_for_pyg_from_the_accelerator() {
     let graph = cora(&Placement::cpu());
     let logits = back.forward_graph(&graph).unwrap().logits;
     s.observe_within(
-        "logits of the exported model",
-        &logits,
+        "logits of the exported model, drawn rows",
+        &drawn_rows(&s, &logits),
         Tolerance {
             abs: 1e-5,
             rel: 1e-5,

@@ -136,13 +136,29 @@ fn some_graph(s: &Scenario, label: &str, nodes: std::ops::Range<usize>, at: &Pla
     datasets::csbm(&config, at.clone()).expect("generating the graph")
 }
 
+/// A graph of the challenge's size (CSBM edges) with rows of Cora's features, on `at`: an
+/// example the Cora GCN can run on.
+fn cora_like(s: &Scenario, label: &str, nodes: std::ops::Range<usize>, at: &Placement) -> Graph {
+    let structure = some_graph(s, label, nodes, &Placement::cpu());
+    let n = structure.num_nodes() as u32;
+    let offset = s.pick(&format!("{label} feature rows"), 0..2708) as u32;
+    let rows: Vec<u32> = (0..n).map(|i| (offset + i * 7) % 2708).collect();
+    let rows = Tensor::new(rows.as_slice(), &Device::Cpu).unwrap();
+    let cora_x = cora(&Placement::cpu()).x().index_select(&rows, 0).unwrap();
+    Graph::new(label, cora_x, structure.edge_index().clone())
+        .unwrap()
+        .to_device(at)
+        .unwrap()
+}
+
 #[test]
 fn refuses_to_export_before_the_preflight_passes() {
     let s = scenario::start();
     let gpu = accelerator(&s);
     let dir = tempfile::tempdir().unwrap();
     let model = trained_gcn(&gpu);
-    let on_cpu = cora(&Placement::cpu());
+    let on_cpu = cora_like(&s, "example", 30..2000, &Placement::cpu());
+    let nodes = on_cpu.num_nodes();
     let path = dir.path().join("wrong_device.onnx");
     let result = export_gcn(&model, &on_cpu, &path);
     let named = result.as_ref().err().map(|e| {
@@ -150,10 +166,13 @@ fn refuses_to_export_before_the_preflight_passes() {
             .contains(&format!("example input 'x' is on cpu but the model is on {gpu}"))
     });
     s.observe(
-        format!("example on cpu, model on {gpu}: refused naming the example"),
+        format!("example of {nodes} nodes on cpu, model on {gpu}: refused naming the example"),
         &named,
     );
-    s.observe("example on cpu: written", &path.exists());
+    s.observe(
+        format!("example of {nodes} nodes on cpu: written"),
+        &path.exists(),
+    );
     match result {
         Ok(_) => panic!(
             "export_gcn exported a model on {gpu} with its example on cpu: the pre-flight must refuse it"
@@ -184,9 +203,9 @@ fn refuses_to_export_before_the_preflight_passes() {
         ("a model holding a NaN in conv2.bias", poisoned)
     };
     let path = dir.path().join("refused.onnx");
-    let result = export_gcn(&refused, &cora(&gpu), &path);
+    let result = export_gcn(&refused, &on_cpu.to_device(&gpu).unwrap(), &path);
     s.observe(
-        format!("{why}: refused, written"),
+        format!("{why}, example of {nodes} nodes: refused, written"),
         &(result.is_err(), path.exists()),
     );
     assert!(
@@ -477,7 +496,10 @@ fn check_declared_reads_every_dimension() {
             None => panic!("check_declared accepted {wrong}"),
         }
     }
-    s.observe("findings on the wrong declarations", &seen);
+    s.observe(
+        format!("findings on the wrong declarations, x of {width} features, from case {start}"),
+        &seen,
+    );
     // ...and what is right is accepted, under any non-empty size name
     let name = format!("E{}", s.pick("size name", 0..1000));
     let mut v = edge_index();
@@ -567,17 +589,7 @@ fn onnxruntime_agrees_on_two_graph_sizes() {
     let (model, cora_graph, _) = export_cora_gcn(&s, dir.path());
     // a second graph of another size, the challenge's: the edges of a synthetic CSBM graph,
     // with rows of Cora's features (the inputs the model was trained on)
-    let structure = some_graph(&s, "second", 300..900, &Placement::cpu());
-    let n = structure.num_nodes() as u32;
-    let offset = s.pick("feature rows", 0..2708) as u32;
-    let rows: Vec<u32> = (0..n).map(|i| (offset + i * 7) % 2708).collect();
-    let rows = Tensor::new(rows.as_slice(), &Device::Cpu).unwrap();
-    let cora_x = cora_graph.x().to_device(&Device::Cpu).unwrap();
-    let x = cora_x.index_select(&rows, 0).unwrap();
-    let small = Graph::new("csbm", x, structure.edge_index().clone())
-        .unwrap()
-        .to_device(model.placement())
-        .unwrap();
+    let small = cora_like(&s, "csbm", 300..900, model.placement());
     let mut manifest = Vec::new();
     for (name, graph) in [("cora", &cora_graph), ("csbm", &small)] {
         let inputs = format!("graph_{name}.safetensors");
