@@ -44,8 +44,9 @@
 //! ([`checkpoint`], [`tensor_file`], [`graph_file`], [`input_file`], [`atomic_write`],
 //! [`export`]) with their defences ([`limits`], [`non_finite`]). Its
 //! dependencies are candle, safetensors, serde, rand, rayon, tempfile, thiserror, prost (the
-//! ONNX messages), the `planetoid` reader and `workbook-derive` (the `#[derive(Module)]` that
-//! visits every tensor field of a layer): no HTTP client and no plotting crate.
+//! ONNX messages), proc-macro2 (Rust tokens, for the [`fixed_device`] witness), the `planetoid`
+//! reader and `workbook-derive` (the `#[derive(Module)]` that visits every tensor field of a
+//! layer): no HTTP client and no plotting crate.
 //!
 //! - Feature `download` (off by default): fetch Planetoid files that are not in the data folder
 //!   (CiteSeer; Cora is embedded) with `ureq`. Without it such a load fails with an error that
@@ -67,6 +68,7 @@ pub mod device;
 pub mod edge_index;
 pub mod error;
 pub mod export;
+pub mod fixed_device;
 pub mod graph;
 pub mod graph_file;
 pub mod input_file;

@@ -13,7 +13,10 @@
 //! this library's checks (adding two bare tensors, say) runs on `sim:1` where on a GPU candle
 //! stops it with its own error, `DeviceMismatchBinaryOp` (*"device mismatch in add, lhs: Cuda {
 //! gpu_id: 0 }, rhs: Cpu"*). Our checks run before every forward pass, optimiser step and
-//! training epoch, so code that goes through them fails the same way on both.
+//! training epoch, so code that goes through them fails the same way on both. A tensor made on
+//! a fixed device inside a layer (`Tensor::zeros(n, x.dtype(), &Device::Cpu)`) is the same call
+//! as one made from the input on `sim:N`; [`crate::fixed_device`] reads the code instead, and
+//! reports it as the mismatch a GPU would raise.
 //!
 //! Real devices stay first-class: [`Placement::device`] is an ordinary candle `Device`, and every
 //! constructor that takes a placement also takes a `&Device` (`impl Into<Placement>`).

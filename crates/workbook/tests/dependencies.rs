@@ -11,6 +11,7 @@ const CORE: &[&str] = &[
     "candle-core",
     "candle-nn",
     "planetoid",
+    "proc-macro2",
     "prost",
     "rand",
     "rand_chacha",

@@ -118,8 +118,10 @@ pub trait GraphLayer: Module + DynLayer + Debug + Send + Sync + 'static {
     /// the input (`x.zeros_like()`, `Tensor::zeros(n, x.dtype(), x.device())`) follows it, while
     /// one made with a fixed device and dtype meets a float64 tensor and stops the pass, and the
     /// error names the layer and the fix. Its limit: an intermediate with the input's dtype
-    /// but a fixed device (`Tensor::zeros(n, x.dtype(), &Device::Cpu)`) passes on `sim:N` and is
-    /// caught only on a real device.
+    /// but a fixed device (`Tensor::zeros(n, x.dtype(), &Device::Cpu)`) passes on `sim:N`: it is
+    /// the same call, with the same result, as `Tensor::zeros(n, x.dtype(), x.device())` there.
+    /// A real device catches it, and so does the code's witness, [`crate::fixed_device`], which
+    /// reads the layer's source for devices written in it.
     fn apply(&self, input: &LayerInput<'_>, dropout: Option<&mut Dropout>) -> Result<LayerOutput> {
         let what = format!("{} parameters", self.layer_type());
         self.check_forward(&what, input.x, input.edge_index, input.edge_weight)?;
