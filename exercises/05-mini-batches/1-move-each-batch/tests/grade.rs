@@ -67,6 +67,18 @@ fn every_step_runs_on_the_device() {
         .unwrap_or_else(|e| panic!("train_epoch failed on {device}: {e}"));
     s.observe("steps", &steps);
     s.observe("steps the trainer took", &ledger.before_each(STEP_MARK).len());
+    for (name, p) in trainer.model().named_parameters() {
+        if name.ends_with("bias") {
+            s.observe_within(
+                format!("{name} after the epoch"),
+                &p,
+                Tolerance {
+                    abs: 1e-5,
+                    rel: 1e-5,
+                },
+            );
+        }
+    }
     assert_eq!(
         steps,
         trainer.loader().len(),
