@@ -524,6 +524,19 @@ fn check_declared_reads_every_dimension() {
     );
 }
 
+
+/// A large tensor's digest for the judge (a test's log is capped): the sum, the sum of
+/// magnitudes and 64 evenly spaced values, in float64; a NaN anywhere makes the sums NaN.
+fn digest(values: &[f32]) -> Vec<f64> {
+    let step = (values.len() / 64).max(1);
+    let mut out = vec![
+        values.iter().map(|&v| f64::from(v)).sum(),
+        values.iter().map(|&v| f64::from(v).abs()).sum(),
+    ];
+    out.extend(values.iter().step_by(step).take(64).map(|&v| f64::from(v)));
+    out
+}
+
 /// The Python that runs onnxruntime: `WORKBOOK_PYTHON` (a relative path is taken from the
 /// repository root when it is not found here), else `python3`.
 fn python() -> String {
@@ -613,10 +626,14 @@ fn onnxruntime_agrees_on_two_graph_sizes() {
             &dir.path().join(&inputs),
             &dir.path().join(format!("ort_{name}.safetensors")),
         );
+        let values = theirs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
         s.observe_within(
             format!("onnxruntime's logits on {name} ({} nodes)", graph.num_nodes()),
-            &theirs,
-            Tolerance::abs(1e-4),
+            &digest(&values),
+            Tolerance {
+                abs: 1e-3,
+                rel: 1e-4,
+            },
         );
     }
     std::fs::write(

@@ -216,6 +216,25 @@ fn broadcast_copies_the_root_to_every_device() {
     assert_no_fixed_device("broadcast", &d[r]);
 }
 
+
+/// A large tensor's digest for the judge (a test's log is capped): the sum, the sum of
+/// magnitudes and 64 evenly spaced values, in float64; a NaN anywhere makes the sums NaN.
+fn digest(values: &[f32]) -> Vec<f64> {
+    let step = (values.len() / 64).max(1);
+    let mut out = vec![
+        values.iter().map(|&v| f64::from(v)).sum(),
+        values.iter().map(|&v| f64::from(v).abs()).sum(),
+    ];
+    out.extend(values.iter().step_by(step).take(64).map(|&v| f64::from(v)));
+    out
+}
+
+/// How close two digests of the same values computed in another order are.
+const SAME_DIGEST: Tolerance = Tolerance {
+    abs: 1e-5,
+    rel: 1e-5,
+};
+
 /// `steps` data-parallel steps on Cora over `n` devices, with `collective` (or the library's
 /// `HostCollective`), returning each step's loss and the wrapper.
 fn train(
@@ -289,11 +308,8 @@ fn training_with_it_matches_the_host_collective() {
         for (name, p) in dp.module().named_parameters() {
             s.observe_within(
                 format!("{n} devices: {name} after 6 steps"),
-                &p,
-                Tolerance {
-                    abs: 1e-5,
-                    rel: 1e-5,
-                },
+                &digest(&values(&p)),
+                SAME_DIGEST,
             );
             let diff = max_diff(&values(&p), &values(&theirs[&name]));
             assert!(

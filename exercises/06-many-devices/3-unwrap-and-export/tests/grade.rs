@@ -59,6 +59,25 @@ fn parameters(dp: &DataParallel) -> Vec<(String, Vec<f32>)> {
         .collect()
 }
 
+
+/// A large tensor's digest for the judge (a test's log is capped): the sum, the sum of
+/// magnitudes and 64 evenly spaced values, in float64; a NaN anywhere makes the sums NaN.
+fn digest(values: &[f32]) -> Vec<f64> {
+    let step = (values.len() / 64).max(1);
+    let mut out = vec![
+        values.iter().map(|&v| f64::from(v)).sum(),
+        values.iter().map(|&v| f64::from(v).abs()).sum(),
+    ];
+    out.extend(values.iter().step_by(step).take(64).map(|&v| f64::from(v)));
+    out
+}
+
+/// How close two digests of the same values computed in another order are.
+const SAME_DIGEST: Tolerance = Tolerance {
+    abs: 1e-5,
+    rel: 1e-5,
+};
+
 #[test]
 fn the_file_loads_with_the_trained_parameters() {
     let s = scenario::start();
@@ -87,7 +106,7 @@ fn the_file_loads_with_the_trained_parameters() {
     s.observe("initializers", &names.iter().map(|n| n.as_str()).collect::<Vec<_>>());
     for (name, _) in &expected {
         if let Some(got) = stored.get(name) {
-            s.observe_within(format!("initializer {name}"), got, Tolerance::EXACT);
+            s.observe_within(format!("initializer {name}"), &digest(got), SAME_DIGEST);
         }
     }
     for (name, values) in expected {

@@ -41,6 +41,19 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
         .fold(0f32, |m, d| if d.is_nan() || m.is_nan() { f32::NAN } else { m.max(d) })
 }
 
+
+/// A large tensor's digest for the judge (a test's log is capped): the sum, the sum of
+/// magnitudes and 64 evenly spaced values, in float64; a NaN anywhere makes the sums NaN.
+fn digest(values: &[f32]) -> Vec<f64> {
+    let step = (values.len() / 64).max(1);
+    let mut out = vec![
+        values.iter().map(|&v| f64::from(v)).sum(),
+        values.iter().map(|&v| f64::from(v).abs()).sum(),
+    ];
+    out.extend(values.iter().step_by(step).take(64).map(|&v| f64::from(v)));
+    out
+}
+
 fn cora(at: &Placement) -> Graph {
     datasets::load("cora", None, at).expect("loading Cora")
 }
@@ -258,9 +271,9 @@ fn reloaded_model_matches_on_the_cpu() {
     let on_gpu = trained.forward_graph(&cora(&gpu)).unwrap();
     s.observe_within(
         "the reloaded model's logits on the cpu",
-        &on_cpu.logits,
+        &digest(&host(&on_cpu.logits)),
         Tolerance {
-            abs: 1e-4,
+            abs: 1e-3,
             rel: 1e-4,
         },
     );
