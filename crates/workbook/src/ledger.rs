@@ -310,7 +310,10 @@ mod tests {
         assert_eq!(before.len(), 2);
         assert_eq!(before[0][0].what, "batch.x");
         assert_eq!(
-            before[1].iter().map(|t| t.what.as_str()).collect::<Vec<_>>(),
+            before[1]
+                .iter()
+                .map(|t| t.what.as_str())
+                .collect::<Vec<_>>(),
             ["batch.x", "batch.y"]
         );
         assert!(l.table().contains("4 transfer(s)"), "marks are not rows");

@@ -195,7 +195,9 @@ fn every_step_reduces_gradients_and_broadcasts_parameters_in_the_ledger() {
     assert_eq!(before.len(), e.steps);
     assert!(before[0].iter().all(|t| !t.what.starts_with("reduce ")));
     assert!(before[1].iter().any(|t| t.what.starts_with("reduce grad[")));
-    assert!(before[1].iter().any(|t| t.what == "batch.x" && t.to == "sim:2"));
+    assert!(before[1]
+        .iter()
+        .any(|t| t.what == "batch.x" && t.to == "sim:2"));
     // Every batch part went to its replica's device.
     assert!(epoch.iter().any(|t| t.what == "batch.x" && t.to == "sim:3"));
     // The sync check read every replica's parameters back.

@@ -379,7 +379,13 @@ fn each_step_is_marked_in_the_ledger_after_its_batch_crossed() {
         parts.sort();
         assert_eq!(
             parts,
-            ["batch.e_id", "batch.edge_index", "batch.n_id", "batch.x", "batch.y"],
+            [
+                "batch.e_id",
+                "batch.edge_index",
+                "batch.n_id",
+                "batch.x",
+                "batch.y"
+            ],
             "step {k}: {copies:?}"
         );
     }
@@ -395,7 +401,9 @@ fn each_step_is_marked_in_the_ledger_after_its_batch_crossed() {
     }
     let before = ledger.before_each(workbook::train::minibatch::STEP_MARK);
     assert_eq!(before[0].len(), 5 * moved.len());
-    assert!(before[1..].iter().all(|c| c.iter().all(|t| !t.what.starts_with("batch."))));
+    assert!(before[1..]
+        .iter()
+        .all(|c| c.iter().all(|t| !t.what.starts_with("batch."))));
 }
 
 #[test]
