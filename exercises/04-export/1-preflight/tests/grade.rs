@@ -454,8 +454,8 @@ fn non_finite_outputs_are_reported() {
     let (model, poisoned, bad) = gcn_with_non_finite(&s);
     let bad_logits = non_finite_logits(&model, &graph);
     let logits_bad = bad_logits > 0;
-    let problems = check_outputs(&model, &example)
-        .unwrap_or_else(|e| panic!("check_outputs failed: {e}"));
+    let problems =
+        check_outputs(&model, &example).unwrap_or_else(|e| panic!("check_outputs failed: {e}"));
     // the counts each problem names (how many values), among the two the test knows
     let counts = words(&[&bad.to_string(), &bad_logits.to_string()]);
     s.observe(
@@ -556,7 +556,10 @@ fn the_forward_pass_runs_only_when_it_can() {
     let problems = preflight(&nan_half, Mode::Train, &Example::from_graph(&on_cpu));
     s.observe(
         "problems of a half-precision model with a non-finite parameter, in training mode",
-        &summaries(&problems, &words(&[&bad.to_string(), &bad_logits.to_string()])),
+        &summaries(
+            &problems,
+            &words(&[&bad.to_string(), &bad_logits.to_string()]),
+        ),
     );
     let mut expected = vec![
         (Check::Dtype, "conv1.lin.weight".to_string()),

@@ -314,7 +314,13 @@ fn measures_what_half_precision_costs() {
     ] {
         let cost = half_precision_cost(&model, &graph, dtype)
             .unwrap_or_else(|e| panic!("half_precision_cost failed for {dtype:?}: {e}"));
-        check_cost(&s, &format!("the {name} in {dtype:?}"), &cost, &model, &graph);
+        check_cost(
+            &s,
+            &format!("the {name} in {dtype:?}"),
+            &cost,
+            &model,
+            &graph,
+        );
         assert!(
             cost.accuracy_drop() <= tolerance,
             "{dtype:?} costs {:.2} accuracy points on Cora, more than the {:.1} allowed",

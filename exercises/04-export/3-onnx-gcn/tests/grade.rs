@@ -162,8 +162,9 @@ fn refuses_to_export_before_the_preflight_passes() {
     let path = dir.path().join("wrong_device.onnx");
     let result = export_gcn(&model, &on_cpu, &path);
     let named = result.as_ref().err().map(|e| {
-        e.to_string()
-            .contains(&format!("example input 'x' is on cpu but the model is on {gpu}"))
+        e.to_string().contains(&format!(
+            "example input 'x' is on cpu but the model is on {gpu}"
+        ))
     });
     s.observe(
         format!("example of {nodes} nodes on cpu, model on {gpu}: refused naming the example"),
@@ -189,7 +190,10 @@ fn refuses_to_export_before_the_preflight_passes() {
     );
     // Another reason to refuse, as the challenge picks: half precision, or a NaN in a weight.
     let (why, refused) = if s.pick("second refusal", 0..2) == 0 {
-        ("a half-precision model (exports are float32)", model.to_dtype(DType::F16).unwrap())
+        (
+            "a half-precision model (exports are float32)",
+            model.to_dtype(DType::F16).unwrap(),
+        )
     } else {
         let mut tensors: std::collections::HashMap<String, Tensor> =
             model.named_parameters().into_iter().collect();
@@ -226,7 +230,10 @@ fn writes_float32_and_int64_inputs() {
         .unwrap_or_else(|e| panic!("write_inputs wrote no readable safetensors file: {e}"));
     let mut names: Vec<&String> = file.tensors.keys().collect();
     names.sort();
-    s.observe("tensors written", &names.iter().map(|n| n.as_str()).collect::<Vec<_>>());
+    s.observe(
+        "tensors written",
+        &names.iter().map(|n| n.as_str()).collect::<Vec<_>>(),
+    );
     let x = file
         .tensors
         .get("x")
@@ -337,7 +344,12 @@ fn frozen_sizes_and_wrong_types_are_caught() {
         expected.push("x");
     }
     if which & 2 != 0 {
-        set_dim(&mut frozen, "edge_index", 1, DimensionValue::DimValue(10556));
+        set_dim(
+            &mut frozen,
+            "edge_index",
+            1,
+            DimensionValue::DimValue(10556),
+        );
         expected.push("edge_index");
     }
     if which & 4 != 0 {
@@ -345,7 +357,10 @@ fn frozen_sizes_and_wrong_types_are_caught() {
         expected.push("logits");
     }
     let found = signature_problems(&frozen, 1433, 7);
-    s.observe(format!("findings with {} frozen", expected.join(", ")), &whats(&found));
+    s.observe(
+        format!("findings with {} frozen", expected.join(", ")),
+        &whats(&found),
+    );
     assert!(
         whats(&found) == expected,
         "{} declared with Cora's sizes frozen (x [2708, 1433], edge_index [2, 10556], logits [2708, 7]) only take Cora-sized graphs: expected one finding about each, in the order x, edge_index, logits; got {}",
@@ -367,7 +382,10 @@ fn frozen_sizes_and_wrong_types_are_caught() {
     let found = signature_problems(&wrong, 1433, 7);
     let mut sorted = whats(&found);
     sorted.sort();
-    s.observe(format!("findings with opset {opset} and element type {elem}"), &sorted);
+    s.observe(
+        format!("findings with opset {opset} and element type {elem}"),
+        &sorted,
+    );
     assert!(
         sorted == ["edge_index", "opset", "x"],
         "x [num_nodes, features], edge_index of element type {elem} and opset {opset}: expected one finding about each of opset, x and edge_index; got {}",
@@ -505,25 +523,33 @@ fn check_declared_reads_every_dimension() {
     let mut v = edge_index();
     dims_of(&mut v)[1] = symbolic(&name);
     let right = check_declared(&[v], "edge_index", INT64, &[Some(2), None]);
-    s.observe("finding on edge_index [2, named]", &right.as_ref().map(|f| f.what.clone()));
+    s.observe(
+        "finding on edge_index [2, named]",
+        &right.as_ref().map(|f| f.what.clone()),
+    );
     assert!(
         right.is_none(),
         "edge_index declared [2, {name}] is right: any non-empty size name is symbolic"
     );
     let x_right = check_declared(&[x()], "x", FLOAT, &[None, Some(width)]);
-    s.observe("finding on x as exported", &x_right.as_ref().map(|f| f.what.clone()));
+    s.observe(
+        "finding on x as exported",
+        &x_right.as_ref().map(|f| f.what.clone()),
+    );
     assert!(
         x_right.is_none(),
         "x declared [num_nodes, {width}] is right for {width} features"
     );
     let missing = check_declared(&[x()], "edge_index", INT64, &[Some(2), None]);
-    s.observe("finding on a list without edge_index", &missing.as_ref().map(|f| f.what.clone()));
+    s.observe(
+        "finding on a list without edge_index",
+        &missing.as_ref().map(|f| f.what.clone()),
+    );
     assert!(
         missing.is_some_and(|f| f.what == "edge_index"),
         "a list without edge_index should give a finding that it is not declared"
     );
 }
-
 
 /// A large tensor's digest for the judge (a test's log is capped): the sum, the sum of
 /// magnitudes and 64 evenly spaced values, in float64; a NaN anywhere makes the sums NaN.
@@ -578,7 +604,11 @@ save_file({"logits": sess.run(["logits"], feeds)[0]}, sys.argv[3])
         run.status.success(),
         "onnxruntime could not run the export on the inputs of {}: {}",
         inputs.display(),
-        stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output")
+        stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("no output")
     );
     let file = tensor_file::read(out, &Device::Cpu).expect("reading onnxruntime's logits");
     file.tensors["logits"].clone()
@@ -628,7 +658,10 @@ fn onnxruntime_agrees_on_two_graph_sizes() {
         );
         let values = theirs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
         s.observe_within(
-            format!("onnxruntime's logits on {name} ({} nodes)", graph.num_nodes()),
+            format!(
+                "onnxruntime's logits on {name} ({} nodes)",
+                graph.num_nodes()
+            ),
             &digest(&values),
             Tolerance {
                 abs: 1e-3,

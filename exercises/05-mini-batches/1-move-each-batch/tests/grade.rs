@@ -66,7 +66,10 @@ fn every_step_runs_on_the_device() {
     let steps = train_epoch(&mut trainer, &graph, &device, 1)
         .unwrap_or_else(|e| panic!("train_epoch failed on {device}: {e}"));
     s.observe("steps", &steps);
-    s.observe("steps the trainer took", &ledger.before_each(STEP_MARK).len());
+    s.observe(
+        "steps the trainer took",
+        &ledger.before_each(STEP_MARK).len(),
+    );
     for (name, p) in trainer.model().named_parameters() {
         if name.ends_with("bias") {
             s.observe_within(
@@ -222,13 +225,23 @@ fn the_epoch_matches_the_library() {
             },
         );
         let a = a.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-        let b = expected[&name].flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let b = expected[&name]
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
         // NaN-aware: a NaN differs from everything (f32::max would skip it)
         let worst = a
             .iter()
             .zip(&b)
             .map(|(x, y)| (x - y).abs())
-            .fold(0f32, |m, d| if d.is_nan() || m.is_nan() { f32::NAN } else { m.max(d) });
+            .fold(0f32, |m, d| {
+                if d.is_nan() || m.is_nan() {
+                    f32::NAN
+                } else {
+                    m.max(d)
+                }
+            });
         assert!(
             worst <= 1e-5,
             "after one epoch, {name} should match MiniBatchTrainer::epoch's (max difference {worst})"

@@ -14,6 +14,9 @@
 //! do something, it waits for the event itself (with a generous time-out), so a slow machine
 //! slows the test down but does not fail a correct solution.
 
+// The prefetcher is dropped on purpose at set points (a design may or may not implement Drop).
+#![allow(clippy::drop_non_drop)]
+
 use super::prefetch_epoch::{train_epoch_prefetched, Prefetcher};
 use scenario::{Json, Scenario, Tolerance};
 use std::num::NonZeroUsize;
@@ -154,7 +157,8 @@ fn yields_every_item_once_in_order() {
     s.observe("after the end", &again);
     let expected: Vec<u64> = (0..n).map(|k| item(seed, k)).collect();
     assert_eq!(
-        got, expected,
+        got,
+        expected,
         "the prefetcher should yield prepare(0), ..., prepare({}) in that order",
         n - 1
     );
@@ -198,7 +202,10 @@ fn prepares_ahead_on_its_own_thread_while_the_loop_computes() {
         .filter(|e| matches!(e, Event::Start(_, t) if *t != me))
         .count();
     s.observe("items", &n);
-    s.observe("steps during which the next item's preparation began", &overlapped);
+    s.observe(
+        "steps during which the next item's preparation began",
+        &overlapped,
+    );
     s.observe("items prepared off the loop's thread", &elsewhere);
     if let Some(k) = gave_up {
         panic!(
@@ -421,7 +428,11 @@ fn the_same_training_as_without_prefetch() {
     theirs.epoch().unwrap(); // the library's epoch 1, without prefetch
     let expected: std::collections::HashMap<_, _> =
         theirs.model().named_parameters().into_iter().collect();
-    assert_eq!(steps, ours.loader().len(), "one step per batch of the epoch");
+    assert_eq!(
+        steps,
+        ours.loader().len(),
+        "one step per batch of the epoch"
+    );
     for (k, rows) in per_step.iter().enumerate() {
         assert_eq!(
             rows.len(),
@@ -445,13 +456,17 @@ fn the_same_training_as_without_prefetch() {
             .to_vec1::<f32>()
             .unwrap();
         // NaN-aware: a NaN differs from everything (f32::max would skip it)
-        let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0f32, |m, d| {
-            if d.is_nan() || m.is_nan() {
-                f32::NAN
-            } else {
-                m.max(d)
-            }
-        });
+        let worst = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, |m, d| {
+                if d.is_nan() || m.is_nan() {
+                    f32::NAN
+                } else {
+                    m.max(d)
+                }
+            });
         assert!(
             worst <= 1e-5,
             "after one epoch, {name} should match MiniBatchTrainer::epoch's (max difference {worst}): the same batches, in the same order"

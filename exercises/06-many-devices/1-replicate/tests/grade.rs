@@ -90,7 +90,6 @@ fn values(t: &workbook::candle_core::Tensor) -> Vec<f32> {
     t.flatten_all().unwrap().to_vec1::<f32>().unwrap()
 }
 
-
 /// A large tensor's digest for the judge (a test's log is capped): the sum, the sum of
 /// magnitudes and 64 evenly spaced values, in float64; a NaN anywhere makes the sums NaN.
 fn digest(values: &[f32]) -> Vec<f64> {
@@ -162,9 +161,11 @@ fn every_replica_reads_from_its_own_device() {
         );
     }
     let accepted = DataParallel::from_replicas(replicas, &devices, &TrainConfig::gcn());
-    s.observe("DataParallel::from_replicas accepts them", &accepted.is_ok());
-    accepted
-        .unwrap_or_else(|e| panic!("DataParallel::from_replicas refused the replicas: {e}"));
+    s.observe(
+        "DataParallel::from_replicas accepts them",
+        &accepted.is_ok(),
+    );
+    accepted.unwrap_or_else(|e| panic!("DataParallel::from_replicas refused the replicas: {e}"));
 }
 
 #[test]
@@ -196,9 +197,11 @@ fn a_model_on_the_host_is_copied_to_every_device() {
         }
     }
     let accepted = DataParallel::from_replicas(replicas, &devices, &TrainConfig::gcn());
-    s.observe("DataParallel::from_replicas accepts them", &accepted.is_ok());
-    accepted
-        .unwrap_or_else(|e| panic!("DataParallel::from_replicas refused the replicas: {e}"));
+    s.observe(
+        "DataParallel::from_replicas accepts them",
+        &accepted.is_ok(),
+    );
+    accepted.unwrap_or_else(|e| panic!("DataParallel::from_replicas refused the replicas: {e}"));
 }
 
 #[test]
@@ -286,7 +289,10 @@ fn replicas_are_copies_not_aliases() {
         for ((who, other), before) in others.iter().zip(&before) {
             unchanged.push((k, who.clone(), first(other) == *before));
         }
-        s.observe("after changing each replica, the others' first parameter", &Json(&unchanged));
+        s.observe(
+            "after changing each replica, the others' first parameter",
+            &Json(&unchanged),
+        );
         s.observe_within(
             format!("replica {k}'s changed parameter"),
             &digest(&first(&replicas[k])),

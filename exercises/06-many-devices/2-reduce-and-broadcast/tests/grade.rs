@@ -192,7 +192,10 @@ fn broadcast_copies_the_root_to_every_device() {
     let out = CopyCollective
         .broadcast(&w, &d[r], &d, &what)
         .unwrap_or_else(|e| panic!("broadcast failed: {e}"));
-    s.observe("the copies' values", &out.iter().map(values).collect::<Vec<_>>());
+    s.observe(
+        "the copies' values",
+        &out.iter().map(values).collect::<Vec<_>>(),
+    );
     s.observe("the ledger", &copies(&ledger));
     assert_eq!(out.len(), 3, "one tensor per device of `to`");
     for (k, o) in out.iter().enumerate() {
@@ -215,7 +218,6 @@ fn broadcast_copies_the_root_to_every_device() {
     );
     assert_no_fixed_device("broadcast", &d[r]);
 }
-
 
 /// A large tensor's digest for the judge (a test's log is capped): the sum, the sum of
 /// magnitudes and 64 evenly spaced values, in float64; a NaN anywhere makes the sums NaN.
@@ -274,7 +276,13 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter()
         .zip(b)
         .map(|(x, y)| (x - y).abs())
-        .fold(0f32, |m, d| if d.is_nan() || m.is_nan() { f32::NAN } else { m.max(d) })
+        .fold(0f32, |m, d| {
+            if d.is_nan() || m.is_nan() {
+                f32::NAN
+            } else {
+                m.max(d)
+            }
+        })
 }
 
 #[test]
@@ -346,7 +354,11 @@ fn each_step_moves_the_parameters_once_per_other_replica() {
         dp.step(&on)
             .unwrap_or_else(|e| panic!("a data-parallel step failed: {e}"));
         // what the step moved after it began (the library marks where)
-        let mark = ledger.marks().iter().find(|m| m.label == STEP_MARK).map(|m| m.after);
+        let mark = ledger
+            .marks()
+            .iter()
+            .find(|m| m.label == STEP_MARK)
+            .map(|m| m.after);
         let step: Vec<_> = ledger.transfers()[mark.unwrap_or(0)..].to_vec();
         let sum = |prefix: &str| -> u64 {
             step.iter()

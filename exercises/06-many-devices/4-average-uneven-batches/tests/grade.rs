@@ -23,8 +23,6 @@ use workbook::{datasets, fixed_device, Graph, Model, ModelConfig, Placement};
 /// The file under test, from whichever tree (exercises/ or solutions/) is graded.
 const SOURCE: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/average.rs"));
 
-
-
 /// A large tensor's digest for the judge (a test's log is capped): the sum, the sum of
 /// magnitudes and 64 evenly spaced values, in float64; a NaN anywhere makes the sums NaN.
 fn digest(values: &[f32]) -> Vec<f64> {
@@ -307,13 +305,9 @@ fn a_replica_without_seeds_adds_nothing() {
         .filter(|t| t.from == devices[idle].to_string())
         .count();
     s.observe("copies from the replica without seeds", &from_idle);
-    check_average(
-        &s,
-        &format!("seeds {seeds:?}"),
-        &got,
-        &shapes,
-        |p| expected_average(&seeds, &host, p),
-    );
+    check_average(&s, &format!("seeds {seeds:?}"), &got, &shapes, |p| {
+        expected_average(&seeds, &host, p)
+    });
     assert_eq!(
         from_idle,
         0,
@@ -394,7 +388,10 @@ fn no_tensor_is_made_on_a_fixed_device() {
             .into_iter()
             .map(|f| (f.written, f.names, f.function))
             .collect();
-    s.observe(format!("devices written in src/average.rs, for {root}"), &Json(&written));
+    s.observe(
+        format!("devices written in src/average.rs, for {root}"),
+        &Json(&written),
+    );
     if let Err(e) = fixed_device::check("src/average.rs", SOURCE, &[], "the gradients", &root) {
         panic!("{e}");
     }

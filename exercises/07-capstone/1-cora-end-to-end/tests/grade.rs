@@ -38,9 +38,14 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter()
         .zip(b)
         .map(|(x, y)| (x - y).abs())
-        .fold(0f32, |m, d| if d.is_nan() || m.is_nan() { f32::NAN } else { m.max(d) })
+        .fold(0f32, |m, d| {
+            if d.is_nan() || m.is_nan() {
+                f32::NAN
+            } else {
+                m.max(d)
+            }
+        })
 }
-
 
 /// A large tensor's digest for the judge (a test's log is capped): the sum, the sum of
 /// magnitudes and 64 evenly spaced values, in float64; a NaN anywhere makes the sums NaN.
@@ -131,7 +136,10 @@ fn trains_gatv2_on_the_accelerator_moving_cora_once() {
     ledger.set_phase("train");
     let report =
         train_gatv2(&graph, 8, 8, EPOCHS).unwrap_or_else(|e| panic!("train_gatv2 failed: {e}"));
-    s.observe("the trained model's device", &report.model.placement().to_string());
+    s.observe(
+        "the trained model's device",
+        &report.model.placement().to_string(),
+    );
     s.observe("epochs trained", &report.history.len());
     assert_eq!(
         report.model.placement(),
@@ -181,7 +189,9 @@ fn trains_gatv2_on_the_accelerator_moving_cora_once() {
 fn export_runs_the_preflight_before_writing() {
     let s = scenario::start();
     let gpu = accelerator(&s);
-    let model = Model::init(gatv2_config(), s.seed("model"), &gpu).unwrap().0;
+    let model = Model::init(gatv2_config(), s.seed("model"), &gpu)
+        .unwrap()
+        .0;
     let dir = tempfile::tempdir().unwrap();
 
     // the example graph on the host, the model on the accelerator: refused, nothing written
@@ -190,7 +200,10 @@ fn export_runs_the_preflight_before_writing() {
     s.observe(
         format!("example on cpu, model on {gpu}: refused by the pre-flight, written"),
         &(
-            result.as_ref().err().map(|e| e.to_string().contains("example input 'x' is on cpu")),
+            result
+                .as_ref()
+                .err()
+                .map(|e| e.to_string().contains("example input 'x' is on cpu")),
             refused.exists(),
         ),
     );
@@ -249,7 +262,10 @@ fn reloaded_model_matches_on_the_cpu() {
 
     let served =
         reload_for_serving(&path).unwrap_or_else(|e| panic!("reload_for_serving failed: {e}"));
-    s.observe("the reloaded model's device", &served.placement().to_string());
+    s.observe(
+        "the reloaded model's device",
+        &served.placement().to_string(),
+    );
     assert!(
         served.placement().is_cpu(),
         "the serving machine's device is the cpu, but the model was reloaded onto {}",
@@ -338,7 +354,10 @@ fn serves_concurrently_like_sequentially() {
             rel: 1e-5,
         },
     );
-    s.observe(format!("{threads} threads: the requests each answered"), &Json(&groups));
+    s.observe(
+        format!("{threads} threads: the requests each answered"),
+        &Json(&groups),
+    );
     s.observe(
         "answered on the caller's thread",
         &group_of.contains_key(&std::thread::current().id()),
@@ -406,9 +425,21 @@ fn serving_with_zero_threads_is_an_error() {
     let one = serve(Arc::clone(&model), Arc::clone(&requests), 1)
         .unwrap_or_else(|e| panic!("serve with 1 thread failed: {e}"));
     let threads: std::collections::HashSet<_> = one.iter().map(|a| a.thread).collect();
+    let sums: Vec<f64> = one
+        .iter()
+        .map(|a| host(&a.response.logits).iter().map(|&v| f64::from(v)).sum())
+        .collect();
     s.observe(
         format!("{count} requests, 1 thread: answers, threads"),
         &(one.len(), threads.len()),
+    );
+    s.observe_within(
+        "each answer's logits, summed",
+        &sums,
+        Tolerance {
+            abs: 1e-3,
+            rel: 1e-5,
+        },
     );
     assert!(
         one.len() == count && threads.len() == 1 && !threads.contains(&std::thread::current().id()),

@@ -91,7 +91,10 @@ pub fn average_gradients(
         let sum = sum.ok_or_else(|| {
             WorkbookError::InvalidConfig(format!("{what}: no replica with seeds gave a gradient"))
         })?;
-        averaged.push((name.to_string(), root.move_tensor(&sum, &Placement::cpu(), &what)?));
+        averaged.push((
+            name.to_string(),
+            root.move_tensor(&sum, &Placement::cpu(), &what)?,
+        ));
     }
     Ok(averaged)
 }

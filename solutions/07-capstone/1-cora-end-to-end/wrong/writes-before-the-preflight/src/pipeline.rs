@@ -19,9 +19,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::thread::ThreadId;
 use workbook::export::preflight::{self, Example, PreflightReport};
-use workbook_lessons::threads::serving::{self, Request, Response};
 use workbook::train::{train, TrainConfig, TrainReport};
 use workbook::{checkpoint, datasets, Graph, Model, ModelConfig, Placement, Result, WorkbookError};
+use workbook_lessons::threads::serving::{self, Request, Response};
 
 /// Attention heads of the first GATv2 layer (PyG's GAT example).
 pub const HEADS: usize = 8;
@@ -41,7 +41,12 @@ pub fn load_cora(device: &Placement) -> Result<Graph> {
 /// the classes; the chapter's model is [`HEADS`] × [`HIDDEN`]) on `graph`, where the graph is,
 /// for `epochs` epochs with PyG's GATv2 recipe (dropout 0.6, weight decay 5e-4) at learning rate
 /// [`LR`].
-pub fn train_gatv2(graph: &Graph, heads: usize, hidden: usize, epochs: usize) -> Result<TrainReport> {
+pub fn train_gatv2(
+    graph: &Graph,
+    heads: usize,
+    hidden: usize,
+    epochs: usize,
+) -> Result<TrainReport> {
     let config = ModelConfig::gatv2(graph.num_features(), hidden, heads, graph.num_classes());
     let recipe = TrainConfig {
         epochs,
