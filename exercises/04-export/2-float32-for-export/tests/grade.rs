@@ -321,6 +321,10 @@ fn measures_what_half_precision_costs() {
             &model,
             &graph,
         );
+        s.observe(
+            format!("the {name} in {dtype:?}: the accuracy drop within the tolerance"),
+            &(cost.accuracy_drop() <= tolerance),
+        );
         assert!(
             cost.accuracy_drop() <= tolerance,
             "{dtype:?} costs {:.2} accuracy points on Cora, more than the {:.1} allowed",
@@ -370,6 +374,10 @@ fn an_overflow_in_half_precision_is_measured_not_hidden() {
         &cost,
         &model,
         &graph,
+    );
+    s.observe(
+        "the measured difference is NaN",
+        &cost.max_logit_diff.is_nan(),
     );
     assert!(
         cost.max_logit_diff.is_nan(),

@@ -195,6 +195,7 @@ fn weighs_each_replica_by_its_seeds() {
     let root = devices[s.pick("root", 0..n)].clone();
     let got = average_gradients(&given, &root)
         .unwrap_or_else(|e| panic!("average_gradients failed for seeds {seeds:?}: {e}"));
+    s.observe("the averaged parameters", &got.len());
     check_average(
         &s,
         &format!("seeds {seeds:?} onto {root}"),
@@ -266,6 +267,7 @@ fn matches_one_device_on_all_the_seeds() {
     let root = devices[0].clone();
     let got = average_gradients(&given, &root)
         .unwrap_or_else(|e| panic!("average_gradients failed for seeds {seeds:?}: {e}"));
+    s.observe("the averaged parameters", &got.len());
     let one_device = mean_loss_gradients(
         &model.to_device(&root).unwrap(),
         &g.to_device(&root).unwrap(),
