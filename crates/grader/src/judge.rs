@@ -40,6 +40,17 @@ pub fn verdict(name: &str, reference: &Log, run: &Finished) -> (Status, String) 
     let said = student_said(name, run);
     match (compare(reference, &log), run.ended) {
         (Ok(()), _) => (Status::Passed, String::new()),
+        // The log was cut at its cap: what is missing was written, then dropped, so neither an
+        // early exit nor a missing value explains it.
+        (Err(Mismatch::Unfinished | Mismatch::Missing { .. }), _) if run.log.dropped > 0 => (
+            Status::Failed,
+            format!(
+                "the scenario's log passed its limit of {} bytes ({} more were dropped), so its end was lost: the test observes too much (observe a digest of large tensors){}",
+                run.log.bytes.len(),
+                run.log.dropped,
+                quoted(&said)
+            ),
+        ),
         (Err(_), Ended::TimedOut) => (
             Status::TimedOut,
             format!(
@@ -172,6 +183,20 @@ mod tests {
         );
         assert_eq!(status, Status::Failed);
         assert!(message.contains("the logits should be on sim:1"));
+    }
+
+    #[test]
+    fn a_log_cut_at_its_cap_is_named_not_blamed_on_an_exit() {
+        let mut cut = run(
+            Ended::Exited(0),
+            "{\"observe\":{\"key\":\"other\",\"value\":1}}\n",
+            "",
+        );
+        cut.log.dropped = 4096;
+        let (status, message) = verdict("t", &reference(), &cut);
+        assert_eq!(status, Status::Failed);
+        assert!(message.contains("passed its limit"), "{message}");
+        assert!(message.contains("4096 more were dropped"), "{message}");
     }
 
     #[test]

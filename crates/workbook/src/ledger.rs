@@ -8,6 +8,10 @@
 //! with a *phase* the program sets (`load`, `epoch 3`, `export`). Tests and exercises assert on
 //! it, and it works the same for a simulated device `sim:N` as for `cuda:N`.
 //!
+//! Steps move nothing, so they leave no row; a trainer *marks* the ledger where each step begins
+//! ([`Ledger::mark`]), so that a test can tell which copies came before which step (a batch
+//! copied just before its step, or every batch copied before the first), not only how many.
+//!
 //! ```
 //! use workbook::{ledger::Ledger, placement::Placement, candle_core::Tensor};
 //! let ledger = Ledger::new();
@@ -40,6 +44,16 @@ pub struct Transfer {
     pub phase: String,
 }
 
+/// A point in the record where something that copies nothing happened (a training step), and how
+/// many transfers came before it: the order of copies and steps, which counts cannot show.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Mark {
+    /// What happened (`mini-batch step`, `data-parallel step`).
+    pub label: String,
+    /// How many transfers had been recorded when it happened.
+    pub after: usize,
+}
+
 /// Totals for one phase, in order of first appearance.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PhaseTotal {
@@ -52,6 +66,7 @@ pub struct PhaseTotal {
 struct Inner {
     phase: String,
     transfers: Vec<Transfer>,
+    marks: Vec<Mark>,
 }
 
 /// A shared, thread-safe record of transfers. Clones share the same record.
@@ -95,6 +110,47 @@ impl Ledger {
         });
     }
 
+    /// Marks the record where `label` happened (a step, which copies nothing itself).
+    pub fn mark(&self, label: impl Into<String>) {
+        let mut inner = self.lock();
+        let after = inner.transfers.len();
+        inner.marks.push(Mark {
+            label: label.into(),
+            after,
+        });
+    }
+
+    /// Every mark so far, oldest first.
+    pub fn marks(&self) -> Vec<Mark> {
+        self.lock().marks.clone()
+    }
+
+    /// For each mark labelled `label`, in order, the transfers recorded since the previous one
+    /// (since the start for the first): what was copied before each step. The transfers after
+    /// the last mark are not included.
+    ///
+    /// ```
+    /// use workbook::ledger::Ledger;
+    /// let ledger = Ledger::new();
+    /// ledger.record("cpu", "sim:1", 8, "batch.x");
+    /// ledger.mark("step");
+    /// ledger.mark("step"); // nothing copied for this one
+    /// ledger.record("sim:1", "cpu", 4, "loss");
+    /// let before: Vec<usize> = ledger.before_each("step").iter().map(Vec::len).collect();
+    /// assert_eq!(before, [1, 0]);
+    /// ```
+    pub fn before_each(&self, label: &str) -> Vec<Vec<Transfer>> {
+        let inner = self.lock();
+        let mut start = 0;
+        let mut out = Vec::new();
+        for m in inner.marks.iter().filter(|m| m.label == label) {
+            let end = m.after.min(inner.transfers.len());
+            out.push(inner.transfers[start.min(end)..end].to_vec());
+            start = end;
+        }
+        out
+    }
+
     /// Every transfer so far, oldest first.
     pub fn transfers(&self) -> Vec<Transfer> {
         self.lock().transfers.clone()
@@ -110,9 +166,11 @@ impl Ledger {
             .collect()
     }
 
-    /// Forgets every transfer (the phase is kept).
+    /// Forgets every transfer and mark (the phase is kept).
     pub fn clear(&self) {
-        self.lock().transfers.clear();
+        let mut inner = self.lock();
+        inner.transfers.clear();
+        inner.marks.clear();
     }
 
     /// Whether `self` and `other` share one record.
@@ -229,5 +287,37 @@ mod tests {
         );
         assert!(table.contains("4 transfer(s), 148 byte(s)"), "{table}");
         assert_eq!(l.in_phase("epoch 2").len(), 1);
+    }
+
+    #[test]
+    fn marks_order_copies_and_steps() {
+        let l = Ledger::new();
+        l.record("cpu", "sim:1", 8, "batch.x");
+        l.mark("step");
+        l.record("cpu", "sim:1", 8, "batch.x");
+        l.record("cpu", "sim:1", 4, "batch.y");
+        l.mark("eval");
+        l.mark("step");
+        l.record("sim:1", "cpu", 4, "loss");
+        assert_eq!(
+            l.marks()
+                .iter()
+                .map(|m| (m.label.as_str(), m.after))
+                .collect::<Vec<_>>(),
+            [("step", 1), ("eval", 3), ("step", 3)]
+        );
+        let before = l.before_each("step");
+        assert_eq!(before.len(), 2);
+        assert_eq!(before[0][0].what, "batch.x");
+        assert_eq!(
+            before[1]
+                .iter()
+                .map(|t| t.what.as_str())
+                .collect::<Vec<_>>(),
+            ["batch.x", "batch.y"]
+        );
+        assert!(l.table().contains("4 transfer(s)"), "marks are not rows");
+        l.clear();
+        assert!(l.marks().is_empty() && l.before_each("step").is_empty());
     }
 }

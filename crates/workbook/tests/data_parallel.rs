@@ -190,6 +190,14 @@ fn every_step_reduces_gradients_and_broadcasts_parameters_in_the_ledger() {
     assert_eq!(per_step.reduce, (param_bytes * 3) as f64 / 2.0);
     assert_eq!(per_step.broadcast, (param_bytes * 4) as f64 / 2.0);
     assert!(per_step.batch > 0.0);
+    // Each step is marked where it begins: its batches crossed before, its reduce after.
+    let before = ledger.before_each(workbook::parallel::STEP_MARK);
+    assert_eq!(before.len(), e.steps);
+    assert!(before[0].iter().all(|t| !t.what.starts_with("reduce ")));
+    assert!(before[1].iter().any(|t| t.what.starts_with("reduce grad[")));
+    assert!(before[1]
+        .iter()
+        .any(|t| t.what == "batch.x" && t.to == "sim:2"));
     // Every batch part went to its replica's device.
     assert!(epoch.iter().any(|t| t.what == "batch.x" && t.to == "sim:3"));
     // The sync check read every replica's parameters back.

@@ -365,6 +365,55 @@ fn the_ledger_shows_each_batch_moving_and_the_model_crossing_once() {
 }
 
 #[test]
+fn each_step_is_marked_in_the_ledger_after_its_batch_crossed() {
+    // Steps copy nothing themselves; the mark each leaves tells which copies came before which
+    // step: here exactly its own batch's five parts (and the structure the previous step
+    // derived from its batch's edges, uploaded during that step).
+    let g = csbm(600, 9);
+    let ledger = Ledger::new();
+    let sim = Placement::sim(1).with_ledger(&ledger);
+    let mut t = trainer_bs(&g, &sim, 0, Eval::Skip, 50);
+    ledger.clear();
+    let e = t.epoch().unwrap();
+    let before = ledger.before_each(workbook::train::minibatch::STEP_MARK);
+    assert_eq!(before.len(), e.batches);
+    for (k, copies) in before.iter().enumerate() {
+        let mut parts: Vec<&str> = copies
+            .iter()
+            .filter(|t| t.what.starts_with("batch."))
+            .map(|t| t.what.as_str())
+            .collect();
+        parts.sort();
+        assert_eq!(
+            parts,
+            [
+                "batch.e_id",
+                "batch.edge_index",
+                "batch.n_id",
+                "batch.x",
+                "batch.y"
+            ],
+            "step {k}: {copies:?}"
+        );
+    }
+    // A loop that moves every batch first and then steps shows it: all copies before step 0.
+    ledger.clear();
+    let loader = t.loader().clone();
+    let moved: Vec<_> = loader
+        .batches(2)
+        .map(|b| b.unwrap().to_device(&sim).unwrap())
+        .collect();
+    for b in &moved {
+        t.step(b).unwrap();
+    }
+    let before = ledger.before_each(workbook::train::minibatch::STEP_MARK);
+    assert_eq!(before[0].len(), 5 * moved.len());
+    assert!(before[1..]
+        .iter()
+        .all(|c| c.iter().all(|t| !t.what.starts_with("batch."))));
+}
+
+#[test]
 fn moving_the_whole_graph_inside_the_loop_shows_in_the_ledger() {
     // The anti-pattern raises no error; only the ledger shows it.
     let g = csbm(300, 6);

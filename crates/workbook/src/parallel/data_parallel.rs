@@ -58,6 +58,9 @@ use crate::train::{Adam, Dropout, TrainConfig};
 use candle_core::{DType, Tensor, Var, D};
 use std::sync::Arc;
 
+/// The label of the ledger mark [`DataParallel::step`] leaves where each step begins.
+pub const STEP_MARK: &str = "data-parallel step";
+
 /// Replicas of one model on several devices, trained as one (see the module docs).
 pub struct DataParallel {
     devices: Vec<Placement>,
@@ -227,7 +230,9 @@ impl DataParallel {
 
     /// One training step: replica `k` takes `batches[k]` (already on device `k`; fewer batches
     /// than devices leaves the last replicas idle), the gradients are reduced onto the first
-    /// device, the optimiser steps once, and the new parameters are broadcast.
+    /// device, the optimiser steps once, and the new parameters are broadcast. The first
+    /// device's ledger, if any, is marked [`STEP_MARK`] where the step begins (after the batches'
+    /// copies, before the reduce's).
     pub fn step(&mut self, batches: &[Batch]) -> Result<Step> {
         self.check_batch_count(batches.len())?;
         if batches.is_empty() {
@@ -236,6 +241,9 @@ impl DataParallel {
             ));
         }
         self.check_replicas()?;
+        if let Some(l) = self.devices[0].ledger() {
+            l.mark(STEP_MARK);
+        }
         let seeds: usize = batches.iter().map(Batch::batch_size).sum();
         let mut per_replica = Vec::with_capacity(batches.len());
         let mut grads: Vec<Vec<Option<Tensor>>> = Vec::with_capacity(batches.len());

@@ -29,5 +29,5 @@ pub mod model_parallel;
 pub mod trainer;
 
 pub use collective::{Collective, HostCollective};
-pub use data_parallel::{DataParallel, Gathered, Step, SyncReport};
+pub use data_parallel::{DataParallel, Gathered, Step, SyncReport, STEP_MARK};
 pub use trainer::{train_data_parallel, DataParallelEpoch, DataParallelTrainer, StepBytes};

@@ -43,6 +43,9 @@ use crate::loader::{Batch, InputNodes, LoaderConfig, NeighborLoader};
 use crate::model::{LayerConfig, Model, ModelConfig};
 use crate::placement::Placement;
 use candle_core::{DType, Tensor};
+
+/// The label of the ledger mark [`MiniBatchTrainer::step`] leaves where each step begins.
+pub const STEP_MARK: &str = "mini-batch step";
 use serde::Serialize;
 use std::time::Instant;
 
@@ -187,10 +190,15 @@ impl MiniBatchTrainer {
     }
 
     /// One training step on `batch`, which must already be on the model's device. Returns the
-    /// loss tensor (on the device, not read back).
+    /// loss tensor (on the device, not read back). The device's ledger, if any, is marked
+    /// [`STEP_MARK`] where the step begins, so that the copies of each batch can be told apart
+    /// from those of the batches before it.
     pub fn step(&mut self, batch: &Batch) -> Result<Tensor> {
         batch.check_on("model parameters", self.model.placement())?;
         self.opt.check_placement()?;
+        if let Some(l) = self.device.ledger() {
+            l.mark(STEP_MARK);
+        }
         let y = batch.y().ok_or_else(|| {
             WorkbookError::InvalidGraph("the batch has no labels (batch.y)".into())
         })?;

@@ -32,7 +32,8 @@ pub struct HalfPrecisionCost {
     pub accuracy_f32: f64,
     /// Test accuracy of its `dtype` copy.
     pub accuracy_half: f64,
-    /// Largest `|logit_f32 - logit_half|` over every node and class.
+    /// Largest `|logit_f32 - logit_half|` over every node and class; NaN when any difference is
+    /// NaN (an overflow: half precision turned a logit into infinity, and `inf - inf` is NaN).
     pub max_logit_diff: f32,
     /// The test nodes whose predicted class changed, in the split's order.
     pub changed: Vec<u32>,
@@ -79,7 +80,7 @@ pub fn half_precision_cost(
     let logits_f32 = model.forward_graph(graph)?.logits;
     // TODO: the logits of the `dtype` copy of the model, as float32 (a half-precision model takes half-precision inputs).
     let logits_half = logits_f32.clone();
-    // TODO: the largest |logits_f32 - logits_half| over every node and class.
+    // TODO: the largest |logits_f32 - logits_half| over every node and class, NaN if any difference is NaN.
     let max_logit_diff = 0.0;
     let (a, b) = (
         predicted_classes(&logits_f32)?,

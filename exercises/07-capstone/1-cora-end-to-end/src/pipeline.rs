@@ -40,12 +40,18 @@ pub fn load_cora(device: &Placement) -> Result<Graph> {
     todo!("step 1: Cora onto {device}")
 }
 
-/// Step 2: trains a 2-layer GATv2 (`HEADS` heads × `HIDDEN` channels, then one head for the
-/// classes) on `graph`, where the graph is, for `epochs` epochs with PyG's GATv2 recipe
-/// (dropout 0.6, weight decay 5e-4) at learning rate [`LR`].
-pub fn train_gatv2(graph: &Graph, epochs: usize) -> Result<TrainReport> {
+/// Step 2: trains a 2-layer GATv2 (`heads` heads × `hidden` channels each, then one head for
+/// the classes; the chapter's model is [`HEADS`] × [`HIDDEN`]) on `graph`, where the graph is,
+/// for `epochs` epochs with PyG's GATv2 recipe (dropout 0.6, weight decay 5e-4) at learning rate
+/// [`LR`].
+pub fn train_gatv2(
+    graph: &Graph,
+    heads: usize,
+    hidden: usize,
+    epochs: usize,
+) -> Result<TrainReport> {
     todo!(
-        "step 2: {epochs} epochs on '{}' on {}",
+        "step 2: {heads} x {hidden} GATv2, {epochs} epochs on '{}' on {}",
         graph.name,
         graph.placement()
     )

@@ -31,7 +31,8 @@ pub struct HalfPrecisionCost {
     pub accuracy_f32: f64,
     /// Test accuracy of its `dtype` copy.
     pub accuracy_half: f64,
-    /// Largest `|logit_f32 - logit_half|` over every node and class.
+    /// Largest `|logit_f32 - logit_half|` over every node and class; NaN when any difference is
+    /// NaN (an overflow: half precision turned a logit into infinity, and `inf - inf` is NaN).
     pub max_logit_diff: f32,
     /// The test nodes whose predicted class changed, in the split's order.
     pub changed: Vec<u32>,
@@ -84,11 +85,19 @@ pub fn half_precision_cost(
         .forward(&x, graph.edge_index(), None)?
         .logits
         .to_dtype(DType::F32)?;
-    let max_logit_diff = (&logits_f32 - &logits_half)?
+    // On the host, NaN-aware: candle's `max` (and `f32::max`) skip a NaN, which would hide an
+    // overflow behind the largest finite difference.
+    let differences = (&logits_f32 - &logits_half)?
         .abs()?
         .flatten_all()?
-        .max(0)?
-        .to_scalar::<f32>()?;
+        .to_vec1::<f32>()?;
+    let max_logit_diff = differences.iter().fold(0f32, |worst, &d| {
+        if worst.is_nan() || d.is_nan() {
+            f32::NAN
+        } else {
+            worst.max(d)
+        }
+    });
     let (a, b) = (
         predicted_classes(&logits_f32)?,
         predicted_classes(&logits_half)?,

@@ -25,7 +25,12 @@ pub fn train_epoch(
     for batch in loader.batches(epoch) {
         // Features, edges and ids, but not the labels.
         let mut batch = batch?;
-        for part in [BatchPart::X, BatchPart::EdgeIndex, BatchPart::NId, BatchPart::EId] {
+        for part in [
+            BatchPart::X,
+            BatchPart::EdgeIndex,
+            BatchPart::NId,
+            BatchPart::EId,
+        ] {
             batch = batch.move_part(part, device)?;
         }
         trainer.step(&batch)?;

@@ -14,7 +14,11 @@ use workbook::{Graph, Placement, Result};
 pub fn training_loader(graph: &Graph, device: &Placement, seed: u64) -> Result<NeighborLoader> {
     // The ids went to the device first, then are read back: it works, at the cost of two copies.
     let on_device = graph.to_device(device)?;
-    let train = on_device.split().expect("the graph has a split").train.clone();
+    let train = on_device
+        .split()
+        .expect("the graph has a split")
+        .train
+        .clone();
     let ids = device.fetch_vec1::<u32>(&train, "train ids")?;
     let config = LoaderConfig {
         input_nodes: InputNodes::Ids(ids),

@@ -1,47 +1,81 @@
-//! One training epoch whose batches are prepared ahead, on a background thread.
+//! A bounded prefetcher, written by hand, and one training epoch that uses it.
 //!
 //! Sampling and gathering a batch is host work; while the device computes step `b`, the host
-//! can already prepare batch `b + 1`. PyG does this with `DataLoader` worker processes; here a
-//! thread fills a bounded channel (`NeighborLoader::prefetch(epoch, depth)`), so that at most
-//! `depth` finished batches wait and memory stays bounded by the batch.
+//! can already prepare batch `b + 1`. PyG does this with `DataLoader(num_workers=...)` worker
+//! processes. A [`Prefetcher`] does it with one background thread that calls `prepare(0)`,
+//! `prepare(1)`, ... in order, ahead of the loop, and hands the items over in that order. Two
+//! things make it right:
+//!
+//! * **overlap**: the thread prepares the next items while the loop is busy with this one (the
+//!   loop never calls `prepare` itself);
+//! * **a bound**: at most `depth` finished items wait to be taken, so memory stays bounded by
+//!   `depth` batches, not the epoch (an unbounded queue prepares the whole epoch ahead).
+//!
+//! And it ends cleanly: when the loop stops early (drops the prefetcher), the thread stops
+//! preparing; when `prepare` panics, the loop gets every item prepared before, then the panic,
+//! never a silently shorter epoch.
+//!
+//! The copy to the device stays in the training loop: each batch crosses just before its step,
+//! so the device holds one batch at a time.
 
-use std::time::Instant;
-use workbook::loader::Prepared;
+use std::num::NonZeroUsize;
 use workbook::train::minibatch::MiniBatchTrainer;
 use workbook::{Placement, Result};
 
-/// What happened in one step.
-#[derive(Clone, Copy, Debug)]
-pub struct StepRecord {
-    /// When and where the batch was prepared.
-    pub prepared: Prepared,
-    /// When the loop had the batch in hand.
-    pub received: Instant,
-    /// When the step (copy and training step) ended.
-    pub done: Instant,
+/// The items `prepare(0)`, ..., `prepare(n - 1)`, made on a background thread ahead of the
+/// consumer, at most `depth` finished items waiting; an iterator over them, in order.
+pub struct Prefetcher<T> {
+    // Each item is made when asked for: simple, and nothing runs ahead.
+    prepare: Box<dyn FnMut(usize) -> T + Send>,
+    next: usize,
+    n: usize,
 }
 
-/// Trains `trainer` for one epoch over the batches of `epoch` of its loader, moving each to
-/// `device`, with the batches prepared ahead on a background thread, at most `depth` waiting.
-/// Returns one record per step.
+impl<T: Send + 'static> Prefetcher<T> {
+    /// Starts the background thread, which calls `prepare(0)`, `prepare(1)`, ... up to
+    /// `prepare(n - 1)`, in order, never more than `depth` finished items ahead of the consumer.
+    pub fn new<F>(n: usize, _depth: NonZeroUsize, prepare: F) -> Self
+    where
+        F: FnMut(usize) -> T + Send + 'static,
+    {
+        Self {
+            prepare: Box::new(prepare),
+            next: 0,
+            n,
+        }
+    }
+}
+
+impl<T> Iterator for Prefetcher<T> {
+    type Item = T;
+
+    /// The next item, waiting for the thread if it is not ready; `None` after the last. When
+    /// `prepare` panicked, the items prepared before it come first, then this panics with the
+    /// same payload.
+    fn next(&mut self) -> Option<T> {
+        if self.next == self.n {
+            return None;
+        }
+        self.next += 1;
+        Some((self.prepare)(self.next - 1))
+    }
+}
+
+/// Trains `trainer` for one epoch over the batches of `epoch` of its loader, prepared ahead by a
+/// [`Prefetcher`] (at most `depth` waiting), each moved to `device` in the loop just before its
+/// step. Returns the number of steps.
 pub fn train_epoch_prefetched(
     trainer: &mut MiniBatchTrainer,
     device: &Placement,
     epoch: u64,
-    depth: usize,
-) -> Result<Vec<StepRecord>> {
+    depth: NonZeroUsize,
+) -> Result<usize> {
     let loader = trainer.loader().clone();
-    let mut records = Vec::new();
-    let _ = depth;
-    for batch in loader.batches(epoch) {
-        let batch = batch?;
-        let received = Instant::now();
-        trainer.step(&batch.to_device(device)?)?;
-        records.push(StepRecord {
-            prepared: *batch.prepared(),
-            received,
-            done: Instant::now(),
-        });
+    let batches = Prefetcher::new(loader.len(), depth, move |b| loader.batch(epoch, b));
+    let mut steps = 0;
+    for batch in batches {
+        trainer.step(&batch?.to_device(device)?)?;
+        steps += 1;
     }
-    Ok(records)
+    Ok(steps)
 }

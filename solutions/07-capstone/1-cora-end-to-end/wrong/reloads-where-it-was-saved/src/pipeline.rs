@@ -19,9 +19,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::thread::ThreadId;
 use workbook::export::preflight::{self, Example, PreflightReport};
-use workbook_lessons::threads::serving::{self, Request, Response};
 use workbook::train::{train, TrainConfig, TrainReport};
 use workbook::{checkpoint, datasets, Graph, Model, ModelConfig, Placement, Result, WorkbookError};
+use workbook_lessons::threads::serving::{self, Request, Response};
 
 /// Attention heads of the first GATv2 layer (PyG's GAT example).
 pub const HEADS: usize = 8;
@@ -37,11 +37,17 @@ pub fn load_cora(device: &Placement) -> Result<Graph> {
     datasets::load("cora", None, device)
 }
 
-/// Step 2: trains a 2-layer GATv2 (`HEADS` heads × `HIDDEN` channels, then one head for the
-/// classes) on `graph`, where the graph is, for `epochs` epochs with PyG's GATv2 recipe
-/// (dropout 0.6, weight decay 5e-4) at learning rate [`LR`].
-pub fn train_gatv2(graph: &Graph, epochs: usize) -> Result<TrainReport> {
-    let config = ModelConfig::gatv2(graph.num_features(), HIDDEN, HEADS, graph.num_classes());
+/// Step 2: trains a 2-layer GATv2 (`heads` heads × `hidden` channels each, then one head for
+/// the classes; the chapter's model is [`HEADS`] × [`HIDDEN`]) on `graph`, where the graph is,
+/// for `epochs` epochs with PyG's GATv2 recipe (dropout 0.6, weight decay 5e-4) at learning rate
+/// [`LR`].
+pub fn train_gatv2(
+    graph: &Graph,
+    heads: usize,
+    hidden: usize,
+    epochs: usize,
+) -> Result<TrainReport> {
+    let config = ModelConfig::gatv2(graph.num_features(), hidden, heads, graph.num_classes());
     let recipe = TrainConfig {
         epochs,
         lr: LR,
