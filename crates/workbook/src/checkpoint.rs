@@ -32,6 +32,7 @@
 //! ```
 
 use crate::error::{Result, WorkbookError};
+use crate::layers::LayerRegistry;
 use crate::model::{Model, ModelConfig};
 use crate::placement::Placement;
 use crate::tensor_file;
@@ -78,8 +79,20 @@ pub fn to_bytes(model: &Model, path: &Path) -> Result<Vec<u8>> {
     tensor_file::serialize(path, &tensors, Some(metadata))
 }
 
-/// Loads a checkpoint written by [`save`] onto `map_location` (a `&Device` or a [`Placement`]).
+/// Loads a checkpoint written by [`save`] onto `map_location` (a `&Device` or a [`Placement`]),
+/// its layers of the built-in kinds ([`LayerRegistry::builtin`]).
 pub fn load(path: &Path, map_location: impl Into<Placement>) -> Result<Model> {
+    load_with(path, map_location, &LayerRegistry::builtin())
+}
+
+/// [`load`] of a checkpoint whose layers may be of your own kinds: `registry` names them
+/// (`LayerRegistry::builtin().with::<MeanConfig>("MeanConv")`); the kind each layer was saved
+/// under is looked up there, and its config rebuilds it.
+pub fn load_with(
+    path: &Path,
+    map_location: impl Into<Placement>,
+    registry: &LayerRegistry,
+) -> Result<Model> {
     let file = tensor_file::read(path, &Device::Cpu)?;
     let Some(text) = file.metadata.get(CONFIG_KEY) else {
         return Err(WorkbookError::file(
@@ -87,7 +100,7 @@ pub fn load(path: &Path, map_location: impl Into<Placement>) -> Result<Model> {
             format!("has no model config in its metadata ('{CONFIG_KEY}'); it was not written by checkpoint::save. For a PyG state_dict, use checkpoint::load_with_config with the model's config"),
         ));
     };
-    let config = ModelConfig::from_json(text)
+    let config = ModelConfig::from_json_with(text, registry)
         .map_err(|e| WorkbookError::file(path, format!("its model config is invalid: {e}")))?;
     from_file(path, config, file.tensors, map_location.into())
 }
@@ -162,50 +175,7 @@ pub fn strip_prefix(
 
 /// The wrapper that saves parameter names with `prefix`, and how to save without it (for
 /// [`WorkbookError::WrappedWeights`]).
-pub fn wrapper_of(prefix: &str) -> (&'static str, &'static str) {
-    match prefix {
-        "module." => (
-            "torch.nn.DataParallel (or DistributedDataParallel)",
-            "in PyTorch, save model.module.state_dict()",
-        ),
-        "_orig_mod." => (
-            "torch.compile",
-            "in PyTorch, save model._orig_mod.state_dict()",
-        ),
-        _ => (
-            "a wrapping module",
-            "in PyTorch, save the inner module's state_dict()",
-        ),
-    }
-}
-
-/// If every expected name that is missing from `names` is there under one prefix ending in
-/// `.` (`module.conv1.lin.weight` for `conv1.lin.weight`), the error that says so.
-pub(crate) fn wrapped(
-    origin: &str,
-    expected: &[String],
-    names: &[&String],
-) -> Option<WorkbookError> {
-    let present = |n: &str| names.iter().any(|k| k.as_str() == n);
-    let missing: Vec<&String> = expected.iter().filter(|n| !present(n)).collect();
-    let first = missing.first()?;
-    let mut candidates: Vec<&str> = names
-        .iter()
-        .filter(|k| k.len() > first.len() && k.ends_with(first.as_str()))
-        .map(|k| &k[..k.len() - first.len()])
-        .filter(|p| p.ends_with('.'))
-        .collect();
-    candidates.sort();
-    let prefix = candidates
-        .into_iter()
-        .find(|p| missing.iter().all(|m| present(&format!("{p}{m}"))))?;
-    Some(WorkbookError::WrappedWeights {
-        origin: origin.to_string(),
-        prefix: prefix.to_string(),
-        example: format!("{prefix}{first}"),
-        expected: first.to_string(),
-    })
-}
+pub use crate::error::wrapper_of;
 
 fn from_file(
     path: &Path,
@@ -220,7 +190,9 @@ fn from_file(
         .collect();
     // Named before anything is copied: a wrapped model's file is not a list of problems.
     let names: Vec<&String> = tensors.keys().collect();
-    if let Some(err) = wrapped(&path.display().to_string(), &expected, &names) {
+    if let Some(err) =
+        crate::model::state_dict::wrapped(&path.display().to_string(), &expected, &names)
+    {
         return Err(err);
     }
     let mut unexpected: Vec<String> = tensors
@@ -261,49 +233,5 @@ fn from_file(
             Err(with_path(problems))
         }
         Err(other) => Err(other),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn names(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn wrapper_prefixes_are_found_and_named() {
-        let expected = names(&["conv1.lin.weight", "conv1.bias"]);
-        // torch.compile's prefix, beside a stray entry that is not a parameter
-        let file = names(&[
-            "_orig_mod.conv1.lin.weight",
-            "_orig_mod.conv1.bias",
-            "epoch",
-        ]);
-        let refs: Vec<&String> = file.iter().collect();
-        let err = wrapped("f.safetensors", &expected, &refs)
-            .unwrap()
-            .to_string();
-        assert!(
-            err.contains("'_orig_mod.conv1.lin.weight' where the model expects 'conv1.lin.weight'"),
-            "{err}"
-        );
-        assert!(err.contains("torch.compile saves names that way"), "{err}");
-        // DataParallel inside DataParallel: the whole prefix
-        let file = names(&["module.module.conv1.lin.weight", "module.module.conv1.bias"]);
-        let refs: Vec<&String> = file.iter().collect();
-        let err = wrapped("f", &expected, &refs).unwrap();
-        assert!(
-            matches!(&err, WorkbookError::WrappedWeights { prefix, .. } if prefix == "module.module."),
-            "{err}"
-        );
-        // only some names under the prefix: an ordinary mismatch, not a wrapper
-        let file = names(&["module.conv1.lin.weight", "conv9.bias"]);
-        let refs: Vec<&String> = file.iter().collect();
-        assert!(wrapped("f", &expected, &refs).is_none());
-        // nothing missing: nothing to say
-        let refs: Vec<&String> = expected.iter().collect();
-        assert!(wrapped("f", &expected, &refs).is_none());
     }
 }

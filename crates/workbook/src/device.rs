@@ -16,7 +16,7 @@
 //! ```
 
 use crate::error::{Result, WorkbookError};
-use crate::placement::Placement;
+use crate::placement::{open_cuda as cuda, Placement};
 use candle_core::Device;
 use std::fmt;
 use std::str::FromStr;
@@ -180,15 +180,6 @@ pub fn accelerator_or_sim(n: usize) -> Chosen {
         chosen.placement = Placement::sim(n);
     }
     chosen
-}
-
-/// Opens CUDA device `n`, or says why not. `Device::cuda_if_available` is not used: in a `cuda`
-/// build it does not fall back when no GPU is present.
-pub(crate) fn cuda(n: usize) -> std::result::Result<Device, String> {
-    if !candle_core::utils::cuda_is_available() {
-        return Err("this build has no CUDA support (build with --features cuda)".into());
-    }
-    Device::new_cuda(n).map_err(|e| format!("no usable CUDA device {n} ({e})"))
 }
 
 /// The short name of a candle device: `cpu`, `cuda:0`, ...

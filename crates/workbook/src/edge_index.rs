@@ -22,9 +22,12 @@
 //! assert!(EdgeIndex::new(&[0], &[3], 3, &Device::Cpu).is_err()); // node 3 does not exist
 //! ```
 
+pub mod csr;
+
 use crate::error::{Result, WorkbookError};
 use crate::placement::{bytes_of, Placement};
 use candle_core::{DType, Device, Tensor};
+use csr::Csr;
 use std::sync::{Arc, OnceLock};
 
 /// A `[2, E]` edge index whose ids are known to be in `0..num_nodes`.
@@ -39,7 +42,7 @@ pub struct EdgeIndex {
     self_loops: Arc<OnceLock<SelfLoops>>,
     remaining_self_loops: Arc<OnceLock<SelfLoops>>,
     // Sorted copies for the fast kernels (issue 9), built on first use and shared by clones.
-    csr: Arc<OnceLock<Arc<crate::ops::Csr>>>,
+    csr: Arc<OnceLock<Arc<Csr>>>,
 }
 
 /// The result of a self-loop rewrite: the new edges, and for each new edge where its
@@ -258,13 +261,26 @@ impl EdgeIndex {
         Ok(self.remaining_self_loops.get_or_init(|| built))
     }
 
-    /// The edges sorted by destination and by source ([`crate::ops::Csr`]), for the fast
+    /// Checks that `w` can weigh these edges: a float tensor with one value per edge.
+    pub fn check_weight(&self, w: &Tensor) -> Result<()> {
+        if w.dims() != [self.num_edges()] || !w.dtype().is_float() {
+            return Err(WorkbookError::InvalidGraph(format!(
+                "edge_weight must be a float tensor of shape [{}] (one weight per edge), got {:?} {:?}",
+                self.num_edges(),
+                w.dtype(),
+                w.dims()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The edges sorted by destination and by source ([`Csr`]), for the fast
     /// message-passing kernels. Built on the first call and shared by every clone.
-    pub fn csr(&self) -> Result<&Arc<crate::ops::Csr>> {
+    pub fn csr(&self) -> Result<&Arc<Csr>> {
         if let Some(done) = self.csr.get() {
             return Ok(done);
         }
-        let built = crate::ops::Csr::new(
+        let built = Csr::new(
             &self.src_host,
             &self.dst_host,
             self.num_nodes,

@@ -4,12 +4,21 @@
 //! variant whose message says what is wrong *and* how to fix it. Candle's own errors pass through
 //! as [`WorkbookError::Candle`] so `?` works on tensor code.
 //!
+//! Variants carry what they are about as values (a [`Mismatch`] holds the two
+//! [`PlacementId`]s and the culprit's [`Role`]; [`WorkbookError::Float32`] the dtype it found)
+//! and compose their message in `Display`, so a program can match on them and a person reads
+//! one sentence. This module sits at the bottom of the crate's stack: it imports only
+//! [`crate::ids`].
+//!
 //! ```
 //! use workbook::WorkbookError;
 //! let err = WorkbookError::InvalidGraph("edge_index has shape [3, 4]".into());
 //! assert!(err.to_string().contains("[3, 4]"));
 //! ```
 
+use crate::ids::{PlacementId, Role};
+use candle_core::DType;
+use std::fmt;
 use std::path::PathBuf;
 
 /// Errors returned by the workbook library.
@@ -19,9 +28,44 @@ pub enum WorkbookError {
     #[error("invalid graph: {0}")]
     InvalidGraph(String),
 
-    /// A layer or model configuration is not usable.
+    /// A configuration is not usable: a model or layer config, a device spelling, a count or
+    /// size typed by a user.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
+
+    /// Arguments that are each fine but do not fit together (one replica per device, one
+    /// optimiser per stage, a graph placed for another model).
+    #[error("{0}")]
+    Mismatched(String),
+
+    /// What is asked is outside what this library does (an ONNX export of a layer without a
+    /// lowering, edge weights for a layer that takes none); the message says what to do instead.
+    #[error("{0}")]
+    Unsupported(String),
+
+    /// A config names a layer kind that no registry entry builds.
+    #[error("unknown layer '{kind}': the layers this registry builds are {}; register your own with LayerRegistry::builtin().with::<YourConfig>(\"{kind}\") and load with it (checkpoint::load_with, ModelConfig::from_json_with)", .known.join(", "))]
+    UnknownLayer {
+        /// The `"layer"` value of the config.
+        kind: String,
+        /// The kinds the registry knows.
+        known: Vec<String>,
+    },
+
+    /// A model's parameter is a plain tensor where a trainable variable is needed.
+    #[error("parameter '{0}' is not trainable (built from plain tensors); build the model with Model::init or Model::from_tensors")]
+    NotTrainable(String),
+
+    /// A parameter that is not float32 where float32 is the rule (every export, and the
+    /// reference side of [`crate::export::precision::compare`]); one rule, one message.
+    #[error("parameter '{tensor}' is {found:?}; {needs} float32: convert with model.to_dtype(DType::F32) (PyTorch: model.float())")]
+    Float32 {
+        /// The parameter.
+        tensor: String,
+        found: DType,
+        /// What takes float32: `exports are`, `the comparison is against`.
+        needs: String,
+    },
 
     /// A weights file does not fit the model it is loaded into. Every problem is listed.
     #[error("weights do not fit the model ({} problem(s)):\n  - {}", .0.len(), .0.join("\n  - "))]
@@ -31,7 +75,7 @@ pub enum WorkbookError {
     /// PyTorch's `DataParallel` and `DistributedDataParallel` save `module.conv1.lin.weight`
     /// for `conv1.lin.weight` (`torch.compile` saves `_orig_mod.`). Names the prefix, an
     /// example and both fixes.
-    #[error("{origin}: the weights were saved from a wrapped model: every parameter name starts with '{prefix}' ('{example}' where the model expects '{expected}'); {} saves names that way. Save the unwrapped model instead ({}), or strip the prefix when loading: checkpoint::load_stripping_prefix(path, config, map_location, \"{prefix}\") (PyTorch: {{k.removeprefix(\"{prefix}\"): v for k, v in state_dict.items()}})", crate::checkpoint::wrapper_of(.prefix).0, crate::checkpoint::wrapper_of(.prefix).1)]
+    #[error("{origin}: the weights were saved from a wrapped model: every parameter name starts with '{prefix}' ('{example}' where the model expects '{expected}'); {} saves names that way. Save the unwrapped model instead ({}), or strip the prefix when loading: checkpoint::load_stripping_prefix(path, config, map_location, \"{prefix}\") (PyTorch: {{k.removeprefix(\"{prefix}\"): v for k, v in state_dict.items()}})", wrapper_of(.prefix).0, wrapper_of(.prefix).1)]
     WrappedWeights {
         /// The file (or `state_dict`) the weights came from.
         origin: String,
@@ -42,6 +86,10 @@ pub enum WorkbookError {
         /// The same name as the model expects it.
         expected: String,
     },
+
+    /// Source code could not be read as Rust tokens ([`crate::fixed_device`]).
+    #[error("cannot read the code as Rust tokens ({0}); does it compile?")]
+    Source(String),
 
     /// A file could not be read or parsed.
     #[error("{path}: {message}")]
@@ -61,7 +109,7 @@ pub enum WorkbookError {
 
     /// Tensors that must be on one device are not. Names the tensor, both devices and the fix.
     #[error(transparent)]
-    DeviceMismatch(Box<crate::placement::Mismatch>),
+    DeviceMismatch(Box<Mismatch>),
 
     /// A layer's forward pass made a tensor that does not follow its input (the shadow pass
     /// of [`GraphLayer::apply`](crate::layers::GraphLayer::apply) on `sim:N`). Names the layer
@@ -99,7 +147,7 @@ pub enum WorkbookError {
     #[error("{origin}: {} tensor(s) hold NaN or infinite values: {}; a model or graph with them predicts NaN. Fix the file (for weights: save them from a run whose loss stayed finite), or pass --allow-non-finite to use it anyway", .found.len(), .found.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
     NonFinite {
         origin: String,
-        found: Vec<crate::non_finite::Found>,
+        found: Vec<NonFiniteValues>,
     },
 
     /// The training loss became NaN or infinite; training stopped at that epoch.
@@ -137,5 +185,127 @@ impl WorkbookError {
             path: path.into(),
             message: message.into(),
         }
+    }
+}
+
+/// A device mismatch: the tensor that is elsewhere, where it is and where it should be.
+///
+/// ```
+/// use workbook::error::{Found, Mismatch};
+/// use workbook::placement::{PlacementId, Role};
+/// let m = Mismatch::new("model parameters", PlacementId::Sim(1), Role::Input, "x", PlacementId::Cpu);
+/// assert_eq!(m.to_string(), "Expected all tensors to be on the same device: model parameters are on sim:1 but input 'x' is on cpu. Move the graph with graph.to_device(&device)");
+/// assert_eq!(m.found, Found::At(PlacementId::Cpu));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mismatch {
+    /// What sets the expected device ("model parameters").
+    pub expected_what: String,
+    pub expected: PlacementId,
+    /// What the culprit is to its owner: decides the wording and the usual fix.
+    pub role: Role,
+    /// The tensor's name (`edge_index`, `conv1.lin.weight`).
+    pub culprit: String,
+    /// Where the culprit is.
+    pub found: Found,
+    /// The fix when it is not the role's usual one ([`Role::fix`]).
+    pub fix: Option<String>,
+}
+
+/// Where the culprit of a [`Mismatch`] is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// On a placement.
+    At(PlacementId),
+    /// On a device as the code writes it (`cuda`, when the number is not a literal; see
+    /// [`crate::fixed_device`]).
+    Written(String),
+}
+
+impl fmt::Display for Found {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Found::At(id) => id.fmt(f),
+            Found::Written(s) => f.write_str(s),
+        }
+    }
+}
+
+impl Mismatch {
+    /// The mismatch of `culprit` (a `role`) on `found` where `expected_what` is on `expected`,
+    /// with the role's usual fix.
+    pub fn new(
+        expected_what: impl Into<String>,
+        expected: PlacementId,
+        role: Role,
+        culprit: impl Into<String>,
+        found: PlacementId,
+    ) -> Self {
+        Self {
+            expected_what: expected_what.into(),
+            expected,
+            role,
+            culprit: culprit.into(),
+            found: Found::At(found),
+            fix: None,
+        }
+    }
+
+    /// The same mismatch with a fix of its own.
+    pub fn with_fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = Some(fix.into());
+        self
+    }
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Expected all tensors to be on the same device: {} are on {} but {} '{}' is on {}. {}",
+            self.expected_what,
+            self.expected,
+            self.role.noun(),
+            self.culprit,
+            self.found,
+            self.fix.as_deref().unwrap_or(self.role.fix())
+        )
+    }
+}
+
+impl std::error::Error for Mismatch {}
+
+/// One tensor's NaN and infinite values (see [`crate::non_finite`], which calls it `Found`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NonFiniteValues {
+    pub name: String,
+    /// NaN, +inf and -inf values.
+    pub count: usize,
+    /// All its values.
+    pub total: usize,
+}
+
+impl fmt::Display for NonFiniteValues {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({} of {} values)", self.name, self.count, self.total)
+    }
+}
+
+/// The wrapper that saves parameter names with `prefix`, and how to save without it (for
+/// [`WorkbookError::WrappedWeights`]).
+pub fn wrapper_of(prefix: &str) -> (&'static str, &'static str) {
+    match prefix {
+        "module." => (
+            "torch.nn.DataParallel (or DistributedDataParallel)",
+            "in PyTorch, save model.module.state_dict()",
+        ),
+        "_orig_mod." => (
+            "torch.compile",
+            "in PyTorch, save model._orig_mod.state_dict()",
+        ),
+        _ => (
+            "a wrapping module",
+            "in PyTorch, save the inner module's state_dict()",
+        ),
     }
 }

@@ -45,8 +45,8 @@
 //! assert!(fixed_device::check("src/count.rs", source, &[], "the input", &Placement::cpu()).is_ok());
 //! ```
 
-use crate::error::{Result, WorkbookError};
-use crate::placement::{Mismatch, Placement};
+use crate::error::{Found, Result, WorkbookError};
+use crate::placement::{Mismatch, Placement, PlacementId, Role};
 use proc_macro2::{Delimiter, Spacing, Span, TokenStream, TokenTree};
 use std::str::FromStr;
 
@@ -70,11 +70,7 @@ pub struct FixedDevice {
 /// Every place in `source` (the text of a Rust file) that writes a device down, in the order
 /// they appear. Errs only when `source` is not Rust tokens (an unclosed bracket or string).
 pub fn find(source: &str) -> Result<Vec<FixedDevice>> {
-    let tokens = TokenStream::from_str(source).map_err(|e| {
-        WorkbookError::InvalidConfig(format!(
-            "cannot read the code as Rust tokens ({e}); does it compile?"
-        ))
-    })?;
+    let tokens = TokenStream::from_str(source).map_err(|e| WorkbookError::Source(e.to_string()))?;
     let mut found = Vec::new();
     walk(tokens, None, &mut found);
     Ok(found)
@@ -133,14 +129,26 @@ fn mismatch(
     };
     WorkbookError::DeviceMismatch(Box::new(Mismatch {
         expected_what: expected_what.to_string(),
-        expected: runs_on.to_string(),
-        culprit_kind: "tensor made with".into(),
+        expected: runs_on.id(),
+        role: Role::FixedDevice,
         culprit: format!("{} ({place})", at.written),
-        found: at.names.clone(),
-        fix: format!(
-            "{seen}Create tensors where the input lives: x.zeros_like(), Tensor::zeros(shape, x.dtype(), x.device()), or from the layer's own placement; never on a device written in the code"
-        ),
+        found: found(&at.names),
+        fix: Some(format!("{seen}{}", Role::FixedDevice.fix())),
     }))
+}
+
+/// A device as [`FixedDevice::names`] spells it: a placement when it names one (`cpu`, `cuda:0`,
+/// `sim:2`), else the spelling (`cuda`, `accelerator`).
+fn found(names: &str) -> Found {
+    let numbered = |prefix: &str| names.strip_prefix(prefix).and_then(|n| n.parse().ok());
+    match names {
+        "cpu" => Found::At(PlacementId::Cpu),
+        _ => numbered("cuda:")
+            .map(PlacementId::Cuda)
+            .or_else(|| numbered("sim:").map(PlacementId::Sim))
+            .or_else(|| numbered("metal:").map(PlacementId::Metal))
+            .map_or_else(|| Found::Written(names.to_string()), Found::At),
+    }
 }
 
 /// Visits `tokens` (one level and every group in it), `function` being the innermost `fn`.
@@ -366,8 +374,9 @@ mod tests {
         let WorkbookError::DeviceMismatch(m) = &err else {
             panic!("a device mismatch, not {err:?}");
         };
-        assert_eq!(m.expected, "sim:2");
-        assert_eq!(m.found, "cpu");
+        assert_eq!(m.expected, PlacementId::Sim(2));
+        assert_eq!(m.found, Found::At(PlacementId::Cpu));
+        assert_eq!(m.role, Role::FixedDevice);
         assert_eq!(m.culprit, "Device::Cpu (src/x.rs:2, in mean)");
         let msg = err.to_string();
         assert!(

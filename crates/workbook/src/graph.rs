@@ -155,7 +155,7 @@ impl Graph {
 
     /// Adds edge weights (`[E]`, float).
     pub fn with_edge_weight(mut self, w: Tensor) -> Result<Self> {
-        crate::layers::gcn_conv::check_edge_weight(&w, &self.edge_index)?;
+        self.edge_index.check_weight(&w)?;
         let at = inherit(&w, self.edge_index.placement());
         self.edge_weight = Some((w, at));
         Ok(self)
@@ -335,5 +335,18 @@ impl Graph {
             Some(y) => Some(y.to_vec1::<u32>()?.into_iter().map(i64::from).collect()),
             None => None,
         })
+    }
+}
+
+/// The sizes the memory estimates ([`crate::limits`]) read.
+impl crate::limits::GraphSize for Graph {
+    fn label(&self) -> &str {
+        &self.name
+    }
+    fn node_count(&self) -> usize {
+        self.num_nodes()
+    }
+    fn edge_count(&self) -> usize {
+        self.num_edges()
     }
 }

@@ -23,16 +23,8 @@ use crate::train::Adam;
 use candle_core::Tensor;
 use std::fmt::Write as _;
 
-/// One tensor in a table.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Row {
-    pub name: String,
-    /// `parameter`, `buffer`, `optimizer state` or `input`.
-    pub kind: &'static str,
-    pub device: String,
-    pub dtype: String,
-    pub shape: Vec<usize>,
-}
+/// One tensor in a table (defined with [`Module::inspect_rows`], which makes them).
+pub use crate::module::Row;
 
 fn row(name: impl Into<String>, kind: &'static str, at: &Placement, t: &Tensor) -> Row {
     Row {

@@ -36,17 +36,53 @@
 //! The layers take `&self` and keep nothing between calls (GATv2 returns its attention), so a
 //! model can be shared across threads.
 //!
+//! ## The layout: a stack, each module importing only from below
+//!
+//! ```text
+//! layers (bottom to top):
+//! ids and errors: ids error
+//! base: limits atomic_write input_file ledger
+//! placement: placement device placed_tensor fixed_device
+//! files: tensor_file non_finite onnx_graph
+//! graph: edge_index graph graph_file datasets loader
+//! ops: ops
+//! layers: module layers
+//! model: model
+//! training and checkpoints: train checkpoint
+//! uses of a model: export predict inspect parallel
+//! ```
+//!
+//! - **ids and errors**: [`PlacementId`](ids::PlacementId) and [`Role`](ids::Role), the values
+//!   the one error type ([`error`]) carries;
+//! - **base**: bounds on sizes and counts ([`limits`]), atomic writes ([`atomic_write`]), capped
+//!   reads ([`input_file`]), the transfer [`ledger`];
+//! - **placement**: where tensors live, `cpu`, `cuda:N` or a simulated `sim:N` ([`placement`]),
+//!   the device policy ([`device`]), a tensor that checks its operand ([`placed_tensor`]), the
+//!   witness of devices written in code ([`fixed_device`]);
+//! - **files**: safetensors I/O ([`tensor_file`]), NaN checks ([`non_finite`]), ONNX graph
+//!   writing ([`onnx_graph`]);
+//! - **graph**: the validated [`edge_index`] and its CSR, [`graph`]s and their files
+//!   ([`graph_file`]), [`datasets`], the neighbour [`loader`];
+//! - **ops**: kernels and ops candle lacks, dropout among them ([`ops`]);
+//! - **layers**: the [`module`] bookkeeping and the [`layers`] (one a file, each owning its
+//!   config, initialisation, forward pass and ONNX lowering);
+//! - **model**: a stack of layers and its config ([`model`]);
+//! - **training and checkpoints**: [`train`]ing (full-batch and mini-batch), [`checkpoint`]s;
+//! - **uses of a model**: [`export`] (pre-flight, safetensors, ONNX), [`predict`], [`inspect`]
+//!   tables, many devices ([`parallel`]).
+//!
+//! Within a layer, imports run one way too. `scripts/import_graph.py` draws the graph from the
+//! source and checks it against the table above (the test `tests/layout.rs` runs it): no import
+//! circle, no import running up. Old paths stay: a module that moved down is re-exported
+//! from where it was (`train::Dropout` is [`ops::Dropout`]).
+//!
 //! ## What this crate is, and what it is not
 //!
-//! The core: tensors and kernels ([`ops`]), [`layers`] and the [`model`], [`placement`] (and
-//! [`placed_tensor`], a tensor that checks its operand's device) and [`device`] choice, the transfer [`ledger`], [`datasets`], [`train`]ing, [`parallel`] (many
-//! devices), and files
-//! ([`checkpoint`], [`tensor_file`], [`graph_file`], [`input_file`], [`atomic_write`],
-//! [`export`]) with their defences ([`limits`], [`non_finite`]). Its
-//! dependencies are candle, safetensors, serde, rand, rayon, tempfile, thiserror, prost (the
-//! ONNX messages), proc-macro2 (Rust tokens, for the [`fixed_device`] witness), the `planetoid`
-//! reader and `workbook-derive` (the `#[derive(Module)]` that visits every tensor field of a
-//! layer): no HTTP client and no plotting crate.
+//! The core: tensors, layers, placement, loaders and files. Its dependencies are candle,
+//! safetensors, serde (and erased-serde, for layer configs of any type), rand, rayon, tempfile,
+//! thiserror, prost (the ONNX messages), proc-macro2 (Rust tokens, for the [`fixed_device`]
+//! witness), the `planetoid` reader and `workbook-derive` (the `#[derive(Module)]` that visits
+//! every tensor field of a layer): no HTTP client and no plotting crate.
 //!
 //! - Feature `download` (off by default): fetch Planetoid files that are not in the data folder
 //!   (CiteSeer; Cora is embedded) with `ureq`. Without it such a load fails with an error that
@@ -71,6 +107,7 @@ pub mod export;
 pub mod fixed_device;
 pub mod graph;
 pub mod graph_file;
+pub mod ids;
 pub mod input_file;
 pub mod inspect;
 pub mod layers;
@@ -80,6 +117,7 @@ pub mod loader;
 pub mod model;
 pub mod module;
 pub mod non_finite;
+pub mod onnx_graph;
 pub mod ops;
 pub mod parallel;
 pub mod placed_tensor;
@@ -93,7 +131,7 @@ pub use error::{Result, WorkbookError};
 pub use graph::{Graph, GraphPart, Split};
 pub use layers::{
     Attention, GatV2Config, GatV2Conv, GatV2Output, GcnConfig, GcnConv, GraphLayer, LayerInput,
-    LayerOutput, LayerSpec, SageConfig, SageConv,
+    LayerOutput, LayerRegistry, LayerSpec, SageConfig, SageConv,
 };
 pub use model::{Activation, Layer, LayerConfig, Model, ModelConfig, ModelOutput};
 pub use module::Module;
@@ -101,6 +139,9 @@ pub use placement::Placement;
 /// `#[derive(Module)]`: see [`module`].
 pub use workbook_derive::Module;
 
-/// Re-exported so that notebooks and exercises need one dependency.
+/// Re-exported so that notebooks, exercises and a crate with layers of its own need one
+/// dependency (a [`LayerSpec`] draws its initial values from a `rand_chacha::ChaCha8Rng`).
 pub use candle_core;
 pub use candle_nn;
+pub use rand;
+pub use rand_chacha;

@@ -29,9 +29,40 @@
 //! ```
 
 use crate::error::{Result, WorkbookError};
-use crate::graph::Graph;
-use crate::model::ModelConfig;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One layer as the estimates see it: its widths and heads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerSize {
+    /// PyG's class name (`GCNConv`), for messages.
+    pub kind: &'static str,
+    pub in_channels: usize,
+    /// Channels per head.
+    pub out_channels: usize,
+    pub heads: usize,
+    /// Width of the layer's output (heads × channels, or channels when heads are averaged).
+    pub output_width: usize,
+    /// Whether the layer returns attention weights (kept per response when serving).
+    pub attention: bool,
+}
+
+/// What the memory estimates read from a model: each layer's sizes and the parameter count.
+/// Implemented by [`ModelConfig`](crate::ModelConfig); the estimates sit at the bottom of the
+/// crate and see a model only through this.
+pub trait ModelSize {
+    /// One entry per layer, first to last.
+    fn layer_sizes(&self) -> Vec<LayerSize>;
+    /// Parameter elements, all layers together.
+    fn parameter_elements(&self) -> f64;
+}
+
+/// What the estimates read from a graph; implemented by [`Graph`](crate::Graph).
+pub trait GraphSize {
+    /// The graph's name, for messages.
+    fn label(&self) -> &str;
+    fn node_count(&self) -> usize;
+    fn edge_count(&self) -> usize;
+}
 
 /// The largest repeat count (epochs, warm-up runs, steps, requests) accepted: a million runs of
 /// anything is already hours; more is a typo.
@@ -241,17 +272,16 @@ pub fn csbm_bytes(nodes: usize, features: usize, avg_degree: f64) -> u64 {
 /// layer, and per-edge work (self-looped edges, the CSR form, attention scores per head).
 /// Calibrated against measurements: GCN training on csbm:300000 peaks at 718 MiB resident in
 /// all (graph plus this estimate: 1.0 GiB, on the safe side); GATv2 on a 10⁶-node csbm at
-/// 8.5 GiB (README, Performance; graph plus this estimate: 8.0 GiB).
-pub fn training_bytes(config: &ModelConfig, nodes: usize, edges: usize) -> u64 {
+/// 8.5 GiB (docs/performance.md; graph plus this estimate: 8.0 GiB).
+pub fn training_bytes(config: &impl ModelSize, nodes: usize, edges: usize) -> u64 {
     let n = nodes as f64;
     let e = edges as f64 + n; // self-loops
     let mut bytes = e * 48.0; // self-looped edge index and CSR (indices, order, weights)
-    for layer in &config.layers {
-        let spec = layer.spec();
+    for layer in config.layer_sizes() {
         let (width_in, width_out, heads) = (
-            spec.in_channels(),
-            spec.heads().saturating_mul(spec.out_channels()),
-            spec.heads(),
+            layer.in_channels,
+            layer.heads.saturating_mul(layer.out_channels),
+            layer.heads,
         );
         // input copy (dropout), linear outputs, aggregated output, gradients: ~5 node tensors
         bytes += 5.0 * 4.0 * n * (width_in + width_out) as f64;
@@ -264,22 +294,21 @@ pub fn training_bytes(config: &ModelConfig, nodes: usize, edges: usize) -> u64 {
 
 /// Refuses `what` (a training or timing run) of `config` on `graph` when [`training_bytes`] says
 /// it cannot fit; the error names the graph and its size.
-pub fn check_training_fits(what: &str, config: &ModelConfig, graph: &Graph) -> Result<()> {
-    let (nodes, edges) = (graph.num_nodes(), graph.num_edges());
+pub fn check_training_fits(
+    what: &str,
+    config: &impl ModelSize,
+    graph: &impl GraphSize,
+) -> Result<()> {
+    let (nodes, edges) = (graph.node_count(), graph.edge_count());
     check_memory(
-        &format!("{what} on {} ({nodes} nodes, {edges} edges)", graph.name),
+        &format!("{what} on {} ({nodes} nodes, {edges} edges)", graph.label()),
         training_bytes(config, nodes, edges),
     )
 }
 
 /// Bytes of the parameters of `config` (float32).
-pub fn parameter_bytes(config: &ModelConfig) -> u64 {
-    let elements: f64 = config
-        .parameter_shapes()
-        .iter()
-        .map(|(_, s)| s.iter().map(|&d| d as f64).product::<f64>())
-        .sum();
-    to_u64(elements * 4.0)
+pub fn parameter_bytes(config: &impl ModelSize) -> u64 {
+    to_u64(config.parameter_elements() * 4.0)
 }
 
 /// One layer's share of a forward pass on `nodes` nodes and `edges` self-looped edges: its
@@ -294,16 +323,15 @@ fn layer_forward_bytes(width_in: usize, width_out: usize, heads: usize, n: f64, 
 /// `nodes` nodes and `edges` edges, beyond the graph itself: the parameters, the edge structures
 /// (self-looped edge index, CSR) and each layer's node and edge tensors. What `predict`,
 /// `export`'s pre-flight and each serving thread need. Saturates instead of overflowing.
-pub fn inference_bytes(config: &ModelConfig, nodes: usize, edges: usize) -> u64 {
+pub fn inference_bytes(config: &impl ModelSize, nodes: usize, edges: usize) -> u64 {
     let n = nodes as f64;
     let e = edges as f64 + n; // self-loops
     let mut bytes = parameter_bytes(config) as f64 + e * 48.0;
-    for layer in &config.layers {
-        let spec = layer.spec();
+    for l in config.layer_sizes() {
         bytes += layer_forward_bytes(
-            spec.in_channels(),
-            spec.heads().saturating_mul(spec.out_channels()),
-            spec.heads(),
+            l.in_channels,
+            l.heads.saturating_mul(l.out_channels),
+            l.heads,
             n,
             e,
         );
@@ -314,15 +342,15 @@ pub fn inference_bytes(config: &ModelConfig, nodes: usize, edges: usize) -> u64 
 /// The layer of `config` that needs the most memory on `nodes` nodes and `edges` edges, named
 /// with the numbers that make it so: `layer 1 (GCNConv: in_channels 1, heads × out_channels
 /// 1 × 16777216)`.
-pub fn largest_layer(config: &ModelConfig, nodes: usize, edges: usize) -> String {
+pub fn largest_layer(config: &impl ModelSize, nodes: usize, edges: usize) -> String {
     let (n, e) = (nodes as f64, edges as f64 + nodes as f64);
-    let largest = config.layers.iter().enumerate().max_by(|(_, a), (_, b)| {
-        let bytes = |l: &crate::model::LayerConfig| {
-            let s = l.spec();
+    let layers = config.layer_sizes();
+    let largest = layers.iter().enumerate().max_by(|(_, a), (_, b)| {
+        let bytes = |l: &LayerSize| {
             layer_forward_bytes(
-                s.in_channels(),
-                s.heads().saturating_mul(s.out_channels()),
-                s.heads(),
+                l.in_channels,
+                l.heads.saturating_mul(l.out_channels),
+                l.heads,
                 n,
                 e,
             )
@@ -331,14 +359,13 @@ pub fn largest_layer(config: &ModelConfig, nodes: usize, edges: usize) -> String
     });
     match largest {
         Some((k, l)) => {
-            let s = l.spec();
             format!(
                 "layer {} ({}: in_channels {}, heads × out_channels {} × {})",
                 k + 1,
-                s.layer_type(),
-                s.in_channels(),
-                s.heads(),
-                s.out_channels()
+                l.kind,
+                l.in_channels,
+                l.heads,
+                l.out_channels
             )
         }
         None => "no layers".into(),
@@ -350,7 +377,7 @@ pub fn largest_layer(config: &ModelConfig, nodes: usize, edges: usize) -> String
 /// graph's size and the layer that needs the most.
 pub fn check_inference_fits(
     what: &str,
-    config: &ModelConfig,
+    config: &impl ModelSize,
     nodes: usize,
     edges: usize,
 ) -> Result<()> {
@@ -368,7 +395,7 @@ pub fn check_inference_fits(
 /// at a time, and every response kept twice (the sequential reference and the concurrent run
 /// being compared with it): the logits and each attention layer's weights and edge list.
 pub fn serving_bytes(
-    config: &ModelConfig,
+    config: &impl ModelSize,
     nodes: usize,
     edges: usize,
     requests: usize,
@@ -376,12 +403,12 @@ pub fn serving_bytes(
 ) -> u64 {
     let n = nodes as f64;
     let e = edges as f64 + n;
-    let out = config.layers.last().map_or(0, |l| l.output_width()) as f64;
-    let attention: f64 = config
-        .layers
+    let layers = config.layer_sizes();
+    let out = layers.last().map_or(0, |l| l.output_width) as f64;
+    let attention: f64 = layers
         .iter()
-        .filter(|l| matches!(l, crate::model::LayerConfig::GatV2(_)))
-        .map(|l| e * (4.0 * l.spec().heads() as f64 + 16.0))
+        .filter(|l| l.attention)
+        .map(|l| e * (4.0 * l.heads as f64 + 16.0))
         .sum();
     let response = 4.0 * n * out + attention;
     let forward = inference_bytes(config, nodes, edges) as f64;
@@ -392,16 +419,16 @@ pub fn serving_bytes(
 /// [`serving_bytes`]) when it cannot fit; the error names both numbers and the graph's size.
 pub fn check_serving_fits(
     what: &str,
-    config: &ModelConfig,
-    graph: &Graph,
+    config: &impl ModelSize,
+    graph: &impl GraphSize,
     requests: usize,
     threads: usize,
 ) -> Result<()> {
-    let (nodes, edges) = (graph.num_nodes(), graph.num_edges());
+    let (nodes, edges) = (graph.node_count(), graph.edge_count());
     check_memory(
         &format!(
             "{what}: {requests} requests with up to {threads} threads on {} ({nodes} nodes, {edges} edges)",
-            graph.name
+            graph.label()
         ),
         serving_bytes(config, nodes, edges, requests, threads),
     )
@@ -434,7 +461,7 @@ pub fn batch_bound(
 /// batches at a time (1, plus those prefetched; one per device for data parallelism): the
 /// loader's CSR and a training step on each batch in flight ([`batch_bound`]).
 pub fn minibatch_bytes(
-    config: &ModelConfig,
+    config: &impl ModelSize,
     nodes: usize,
     edges: usize,
     batch_size: usize,
@@ -444,47 +471,6 @@ pub fn minibatch_bytes(
     let (bn, be) = batch_bound(nodes, edges, batch_size, num_neighbors);
     let step = training_bytes(config, bn, be) as f64;
     to_u64(edges as f64 * 16.0 + nodes as f64 * 8.0 + in_flight.max(1) as f64 * step)
-}
-
-/// Refuses mini-batch training of `config` on `graph` with `mb` over `devices` devices (the
-/// global batch split between them) when [`minibatch_bytes`] and the evaluation (a full-graph
-/// forward pass, or one on an evaluation batch) cannot fit; the error names the batch size and
-/// the neighbours per hop.
-pub fn check_minibatch_fits(
-    config: &ModelConfig,
-    graph: &Graph,
-    mb: &crate::train::minibatch::MiniBatchConfig,
-    devices: usize,
-) -> Result<()> {
-    use crate::train::minibatch::Eval;
-    let (n, e) = (graph.num_nodes(), graph.num_edges());
-    let per_device = mb.batch_size / devices.max(1);
-    let train = minibatch_bytes(
-        config,
-        n,
-        e,
-        per_device,
-        &mb.num_neighbors,
-        devices.max(1).saturating_add(mb.prefetch),
-    );
-    let eval = match &mb.eval {
-        Eval::FullGraph => inference_bytes(config, n, e),
-        Eval::Batches {
-            num_neighbors,
-            batch_size,
-        } => {
-            let (bn, be) = batch_bound(n, e, *batch_size, num_neighbors);
-            inference_bytes(config, bn, be)
-        }
-        Eval::Skip => 0,
-    };
-    check_memory(
-        &format!(
-            "mini-batch training on {} ({n} nodes, {e} edges) in batches of {} seeds with num_neighbors {:?}",
-            graph.name, mb.batch_size, mb.num_neighbors
-        ),
-        train.saturating_add(eval),
-    )
 }
 
 fn to_u64(bytes: f64) -> u64 {
@@ -511,6 +497,26 @@ mod tests {
         }
     }
 
+    /// A two-layer model of 32 → 16 → 5 channels, as the estimates see one.
+    struct TwoLayers;
+
+    impl ModelSize for TwoLayers {
+        fn layer_sizes(&self) -> Vec<LayerSize> {
+            let layer = |i, o| LayerSize {
+                kind: "GCNConv",
+                in_channels: i,
+                out_channels: o,
+                heads: 1,
+                output_width: o,
+                attention: false,
+            };
+            vec![layer(32, 16), layer(16, 5)]
+        }
+        fn parameter_elements(&self) -> f64 {
+            (32 * 16 + 16 + 16 * 5 + 5) as f64
+        }
+    }
+
     #[test]
     fn formats_bytes() {
         assert_eq!(format_bytes(512), "512 bytes");
@@ -523,7 +529,7 @@ mod tests {
     fn estimates_grow_and_saturate() {
         assert!(csbm_bytes(1_000, 32, 10.0) < csbm_bytes(1_000_000, 32, 10.0));
         assert_eq!(csbm_bytes(usize::MAX, usize::MAX, f64::INFINITY), u64::MAX);
-        let c = ModelConfig::gcn(32, 16, 5);
+        let c = TwoLayers;
         assert!(training_bytes(&c, 1_000, 10_000) < training_bytes(&c, 1_000_000, 10_000_000));
         let err = check_memory("a test", u64::MAX).unwrap_err().to_string();
         assert!(err.contains("needs about 16.0 EB"), "{err}");
@@ -561,33 +567,6 @@ mod tests {
             let err = parse_bytes(bad).unwrap_err().to_string();
             assert!(err.contains(bad), "{bad:?}: {err}");
         }
-    }
-
-    #[test]
-    fn the_widest_layer_drives_the_inference_estimate() {
-        // The 16777216-wide layer of issue 34 on 100 000 nodes: terabytes, and named.
-        let wide = ModelConfig::from_json(
-            r#"{"layer": "GCNConv", "in_channels": 1, "out_channels": 16777216, "bias": false}"#,
-        )
-        .unwrap();
-        let bytes = inference_bytes(&wide, 100_000, 10);
-        assert!(bytes > 100_000 * 16_777_216 * 4 * 4, "{bytes}");
-        assert!(
-            largest_layer(&wide, 100_000, 10).contains("heads × out_channels 1 × 16777216"),
-            "{}",
-            largest_layer(&wide, 100_000, 10)
-        );
-        let gcn = ModelConfig::gcn(34, 16, 4);
-        assert!(inference_bytes(&gcn, 34, 156) < 1 << 20);
-        assert!(inference_bytes(&gcn, 34, 156) < training_bytes(&gcn, 34, 156) + (1 << 20));
-        // serving keeps every response twice; mini-batches are bounded by the graph
-        assert!(serving_bytes(&gcn, 34, 156, 1_000_000, 1) > serving_bytes(&gcn, 34, 156, 10, 1));
-        let all = minibatch_bytes(&gcn, 1000, 10_000, 10, &[-1, -1], 1);
-        let bounded = minibatch_bytes(&gcn, 1000, 10_000, 10, &[5, 5], 1);
-        assert_eq!(batch_bound(1000, 10_000, 10, &[5, 5]), (310, 300));
-        assert_eq!(batch_bound(1000, 10_000, 10, &[-1, -1]), (1000, 10_000));
-        assert!(bounded < all, "{bounded} {all}");
-        assert!(all <= 10_000 * 16 + 1000 * 8 + training_bytes(&gcn, 1000, 10_000));
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Multi-layer models: a stack of `GCNConv` / `GATv2Conv` layers described by a JSON config.
+//! Multi-layer models: a stack of graph layers (`GCNConv`, `GATv2Conv`, `SAGEConv`, or any
+//! [`GraphLayer`] of your own) described by a JSON config ([`ModelConfig`], in [`config`]).
 //!
 //! The config mirrors PyG constructors, so a PyG model is described by copying its arguments:
 //!
@@ -23,324 +24,31 @@
 //! assert_eq!(out.logits.dims(), &[2, 4]);
 //! assert_eq!(out.attention.len(), 1);
 //! ```
+//!
+//! A model owns its parameters: the `VarMap` it is built from holds them as trainable
+//! variables, and its layers read them from there ([`Model::var_map`], [`Model::vars`]).
+//! Every constructor checks the config once ([`ModelConfig::validate`]) and builds each layer
+//! on the placement it is given ([`LayerSpec::build`](crate::layers::LayerSpec::build)).
+
+pub mod config;
+pub mod state_dict;
+
+pub use crate::layers::{Layer, LayerConfig};
+pub use config::{Activation, ModelConfig, MAX_WIDTH};
 
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;
-use crate::layers::{
-    Attention, GatV2Config, GatV2Conv, GcnConfig, GcnConv, GraphLayer, LayerInput, LayerSpec,
-    SageConfig,
-};
+use crate::layers::{Attention, GraphLayer, LayerInput};
 use crate::module::{Kind, Module, Named, TensorMap};
+use crate::ops::dropout::Dropout;
 use crate::placement::{bytes_of, inherit, Placement};
-use crate::train::dropout::Dropout;
 use candle_core::{DType, Tensor, Var};
 use candle_nn::{VarBuilder, VarMap};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use serde::{Deserialize, Serialize};
+use state_dict::wrapped;
 use std::collections::HashMap;
-
-/// The largest layer width (`in_channels`, `heads × out_channels`) a config may ask for: far
-/// beyond any real model, small enough that parameter sizes cannot overflow.
-pub const MAX_WIDTH: usize = 1 << 24;
-
-/// One layer's PyG constructor call: `{"layer": "GCNConv" | "GATv2Conv", ...arguments}`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "layer")]
-pub enum LayerConfig {
-    #[serde(rename = "GCNConv")]
-    Gcn(GcnConfig),
-    #[serde(rename = "GATv2Conv")]
-    GatV2(GatV2Config),
-    #[serde(rename = "SAGEConv")]
-    Sage(SageConfig),
-}
-
-impl LayerConfig {
-    /// The layer's constructor arguments behind the one trait every layer config implements
-    /// (the only place that tells the variants apart).
-    pub fn spec(&self) -> &dyn LayerSpec {
-        match self {
-            LayerConfig::Gcn(c) => c,
-            LayerConfig::GatV2(c) => c,
-            LayerConfig::Sage(c) => c,
-        }
-    }
-
-    /// Input width.
-    pub fn in_channels(&self) -> usize {
-        self.spec().in_channels()
-    }
-
-    /// Output width (heads × channels for concatenating GATv2).
-    pub fn output_width(&self) -> usize {
-        self.spec().output_width()
-    }
-
-    /// Parameter names (without prefix) and shapes.
-    pub fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
-        self.spec().parameter_shapes()
-    }
-
-    /// Builds the layer from `vb` (built-in layers keep their own variant, so
-    /// `Layer::GatV2(conv)` matches).
-    pub fn build(&self, vb: VarBuilder) -> Result<Layer> {
-        Ok(match self {
-            LayerConfig::Gcn(c) => Layer::Gcn(GcnConv::new(c.clone(), vb)?),
-            LayerConfig::GatV2(c) => Layer::GatV2(GatV2Conv::new(c.clone(), vb)?),
-            other => Layer::Custom(other.spec().build(vb)?),
-        })
-    }
-}
-
-/// The non-linearity between layers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Activation {
-    #[default]
-    Relu,
-    Elu,
-    None,
-}
-
-/// A model: layers, activation between them, and input dropout for training.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelConfig {
-    pub layers: Vec<LayerConfig>,
-    #[serde(default)]
-    pub activation: Activation,
-    /// Dropout on each layer's input, in training only.
-    #[serde(default)]
-    pub dropout: f64,
-    /// Whether parameter names carry `conv{k}.` prefixes (false for a bare single layer).
-    #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
-    pub prefixed: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-impl ModelConfig {
-    /// Reads a config: either one layer (`{"layer": ...}`) or a model (`{"layers": [...]}`).
-    pub fn from_json(text: &str) -> Result<Self> {
-        let value: serde_json::Value = serde_json::from_str(text)
-            .map_err(|e| WorkbookError::InvalidConfig(format!("not valid JSON: {e}")))?;
-        let config = if value.get("layer").is_some() {
-            let layer: LayerConfig = serde_json::from_value(value).map_err(|e| {
-                WorkbookError::InvalidConfig(format!(
-                    "{e} (layer configs take PyG's constructor arguments; see the docs of GcnConfig / GatV2Config / SageConfig)"
-                ))
-            })?;
-            ModelConfig {
-                layers: vec![layer],
-                activation: Activation::None,
-                dropout: 0.0,
-                prefixed: false,
-            }
-        } else if value.get("layers").is_some() {
-            serde_json::from_value(value)
-                .map_err(|e| WorkbookError::InvalidConfig(format!("{e}")))?
-        } else {
-            return Err(WorkbookError::InvalidConfig(
-                "a config needs \"layer\" (one PyG layer, e.g. {\"layer\": \"GCNConv\", \"in_channels\": 34, \"out_channels\": 4}) or \"layers\" (a list of them)".into(),
-            ));
-        };
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// The classic two-layer GCN of Kipf & Welling: 16 hidden, ReLU, dropout 0.5.
-    pub fn gcn(in_channels: usize, hidden: usize, classes: usize) -> Self {
-        Self {
-            layers: vec![
-                LayerConfig::Gcn(GcnConfig::new(in_channels, hidden)),
-                LayerConfig::Gcn(GcnConfig::new(hidden, classes)),
-            ],
-            activation: Activation::Relu,
-            dropout: 0.5,
-            prefixed: true,
-        }
-    }
-
-    /// The two-layer GATv2 of PyG's example: 8 heads × 8 hidden, ELU, dropout 0.6 on inputs and
-    /// attention, one averaged head on the output.
-    pub fn gatv2(in_channels: usize, hidden: usize, heads: usize, classes: usize) -> Self {
-        let mut first = GatV2Config::new(in_channels, hidden).heads(heads);
-        first.dropout = 0.6;
-        let mut second = GatV2Config::new(hidden * heads, classes);
-        second.concat = false;
-        second.dropout = 0.6;
-        Self {
-            layers: vec![LayerConfig::GatV2(first), LayerConfig::GatV2(second)],
-            activation: Activation::Elu,
-            dropout: 0.6,
-            prefixed: true,
-        }
-    }
-
-    /// Two-layer GraphSAGE (PyG's `SAGEConv`, mean aggregation): `hidden` channels, ReLU,
-    /// dropout 0.5, as in PyG's GraphSAGE examples.
-    pub fn sage(in_channels: usize, hidden: usize, classes: usize) -> Self {
-        Self {
-            layers: vec![
-                LayerConfig::Sage(SageConfig::new(in_channels, hidden)),
-                LayerConfig::Sage(SageConfig::new(hidden, classes)),
-            ],
-            activation: Activation::Relu,
-            dropout: 0.5,
-            prefixed: true,
-        }
-    }
-
-    /// Checks that consecutive layers fit together.
-    pub fn validate(&self) -> Result<()> {
-        if self.layers.is_empty() {
-            return Err(WorkbookError::InvalidConfig(
-                "a model needs at least one layer".into(),
-            ));
-        }
-        // Sizes first, before anything multiplies them: a width nobody can allocate, or one
-        // whose products overflow, is an error here, not an abort later.
-        for (k, layer) in self.layers.iter().enumerate() {
-            let spec = layer.spec();
-            let (name, i, o, heads) = (
-                spec.layer_type(),
-                spec.in_channels(),
-                spec.out_channels(),
-                spec.heads(),
-            );
-            if i == 0 || o == 0 || heads == 0 {
-                return Err(WorkbookError::InvalidConfig(format!(
-                    "layer {} ({name}): in_channels, out_channels and heads must be at least 1 (got {i}, {o}, {heads})",
-                    k + 1
-                )));
-            }
-            let width = heads.saturating_mul(o);
-            if i > MAX_WIDTH || width > MAX_WIDTH {
-                return Err(WorkbookError::InvalidConfig(format!(
-                    "layer {} ({name}): in_channels = {i}, heads × out_channels = {heads} × {o}: widths are limited to {MAX_WIDTH}",
-                    k + 1
-                )));
-            }
-        }
-        for (k, pair) in self.layers.windows(2).enumerate() {
-            if pair[0].output_width() != pair[1].in_channels() {
-                return Err(WorkbookError::InvalidConfig(format!(
-                    "layer {} outputs {} channels but layer {} takes in_channels = {}",
-                    k + 1,
-                    pair[0].output_width(),
-                    k + 2,
-                    pair[1].in_channels()
-                )));
-            }
-        }
-        if !(0.0..1.0).contains(&self.dropout) {
-            return Err(WorkbookError::InvalidConfig(format!(
-                "dropout must be in [0, 1), got {}",
-                self.dropout
-            )));
-        }
-        for layer in &self.layers {
-            layer.spec().validate()?;
-        }
-        Ok(())
-    }
-
-    /// The layers (named `conv1`, ... or `GCNConv` for a bare layer) whose `improved = true` has
-    /// no effect because the graph has no edge weights: PyG ignores it then, and so does the
-    /// workbook (see [`crate::layers::gcn_conv`]).
-    pub fn improved_ignored_layers(&self, has_edge_weight: bool) -> Vec<String> {
-        self.layers
-            .iter()
-            .enumerate()
-            .filter_map(|(k, l)| match l {
-                LayerConfig::Gcn(c) if c.improved_is_ignored(has_edge_weight) => {
-                    let p = self.prefix(k);
-                    Some(if p.is_empty() {
-                        "GCNConv".to_string()
-                    } else {
-                        p.trim_end_matches('.').to_string()
-                    })
-                }
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// The name prefix of layer `k` (0-based): `conv{k+1}.`, or nothing for a bare layer.
-    pub fn prefix(&self, k: usize) -> String {
-        if self.prefixed {
-            format!("conv{}.", k + 1)
-        } else {
-            String::new()
-        }
-    }
-
-    /// Every parameter the model expects, with its full PyG name and shape.
-    pub fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
-        self.layers
-            .iter()
-            .enumerate()
-            .flat_map(|(k, l)| {
-                let prefix = self.prefix(k);
-                l.parameter_shapes()
-                    .into_iter()
-                    .map(move |(n, s)| (format!("{prefix}{n}"), s))
-            })
-            .collect()
-    }
-}
-
-/// One layer of a model: a built-in one (so `Layer::GatV2(conv)` reaches its inherent API), or
-/// any other [`GraphLayer`]. Everything generic goes through [`Layer::as_graph_layer`].
-#[derive(Debug)]
-pub enum Layer {
-    Gcn(GcnConv),
-    GatV2(GatV2Conv),
-    Custom(Box<dyn GraphLayer>),
-}
-
-impl Clone for Layer {
-    fn clone(&self) -> Self {
-        match self {
-            Layer::Gcn(c) => Layer::Gcn(c.clone()),
-            Layer::GatV2(c) => Layer::GatV2(c.clone()),
-            Layer::Custom(c) => Layer::Custom(c.clone_boxed()),
-        }
-    }
-}
-
-impl Layer {
-    /// The layer behind the one trait.
-    pub fn as_graph_layer(&self) -> &dyn GraphLayer {
-        match self {
-            Layer::Gcn(c) => c,
-            Layer::GatV2(c) => c,
-            Layer::Custom(c) => c.as_ref(),
-        }
-    }
-
-    /// The layer behind the one trait, mutably.
-    pub fn as_graph_layer_mut(&mut self) -> &mut dyn GraphLayer {
-        match self {
-            Layer::Gcn(c) => c,
-            Layer::GatV2(c) => c,
-            Layer::Custom(c) => c.as_mut(),
-        }
-    }
-
-    /// [`Module::map_tensors`], keeping the variant.
-    pub fn map_tensors(&self, m: &mut dyn TensorMap) -> Result<Self> {
-        Ok(match self {
-            Layer::Gcn(c) => Layer::Gcn(c.map_tensors(m)?),
-            Layer::GatV2(c) => Layer::GatV2(c.map_tensors(m)?),
-            Layer::Custom(c) => Layer::Custom(c.map_boxed(m)?),
-        })
-    }
-}
 
 /// A [`TensorMap`] that prefixes names (`conv1.`) before passing them on, with the layer's own
 /// placement as the `from` of tensors that do not name one: the layers of a split model
@@ -369,22 +77,6 @@ impl TensorMap for Prefixed<'_> {
     }
     fn edge_index(&mut self, name: &str, e: &EdgeIndex) -> Result<Option<EdgeIndex>> {
         self.inner.edge_index(&format!("{}{name}", self.prefix), e)
-    }
-}
-
-/// Names a placement without moving anything: for layers built from a `VarBuilder` on the
-/// host that stands for a simulated device.
-struct Relabel(Placement);
-
-impl TensorMap for Relabel {
-    fn target(&self) -> &Placement {
-        &self.0
-    }
-    fn tensor(&mut self, _: &str, _: Kind, t: &Tensor, _: Option<&Placement>) -> Result<Tensor> {
-        Ok(t.clone())
-    }
-    fn edge_index(&mut self, _: &str, e: &EdgeIndex) -> Result<Option<EdgeIndex>> {
-        Ok(Some(e.clone()))
     }
 }
 
@@ -418,10 +110,7 @@ impl Module for Model {
                 })
             })
             .collect::<Result<_>>()?;
-        Ok(Self {
-            config: self.config.clone(),
-            layers,
-        })
+        Ok(Self::from_parts(self.config.clone(), layers))
     }
 
     fn placement(&self) -> &Placement {
@@ -439,16 +128,36 @@ pub struct ModelOutput {
 }
 
 /// A stack of graph layers.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Model {
     config: ModelConfig,
     layers: Vec<Layer>,
+    /// The owner of the parameters: every trainable one, by full name. The layers' tensors are
+    /// its variables' tensors (the same storage).
+    vars: VarMap,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("config", &self.config)
+            .field("layers", &self.layers)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Model {
-    /// Builds the model, taking parameters by PyG name from `vb`.
+    /// Builds the model, taking parameters by PyG name from `vb`, on the placement of `vb`'s
+    /// device.
     pub fn new(config: ModelConfig, vb: VarBuilder) -> Result<Self> {
         config.validate()?;
+        let at = Placement::of(vb.device());
+        Self::build(config, vb, &at)
+    }
+
+    /// Builds the layers of a validated `config` on `at` through their configs'
+    /// [`LayerSpec::build`](crate::layers::LayerSpec::build), the one path every layer takes.
+    fn build(config: ModelConfig, vb: VarBuilder, at: &Placement) -> Result<Self> {
         let layers = config
             .layers
             .iter()
@@ -460,10 +169,64 @@ impl Model {
                 } else {
                     vb.pp(prefix.trim_end_matches('.'))
                 };
-                lc.build(vb)
+                Ok(Layer::from_boxed(lc.spec().build(vb, at)?))
             })
             .collect::<Result<_>>()?;
-        Ok(Self { config, layers })
+        Ok(Self::from_parts(config, layers))
+    }
+
+    /// A model of layers built elsewhere, one per layer of `config`: each must be of the
+    /// config's kind and hold exactly the parameters (names and shapes) its config declares.
+    /// The public way to put layers of your own together by hand; [`Model::init`] and
+    /// [`checkpoint::load_with`](crate::checkpoint::load_with) build them from the config.
+    ///
+    /// ```
+    /// use workbook::layers::LayerSpec;
+    /// use workbook::{GcnConfig, LayerConfig, Model, ModelConfig, Placement};
+    /// let cpu = Placement::cpu();
+    /// let specs = [GcnConfig::new(4, 8), GcnConfig::new(8, 2)];
+    /// let layers = specs.iter().map(|s| s.init(0, &cpu)).collect::<Result<Vec<_>, _>>().unwrap();
+    /// let config = ModelConfig::new(specs.into_iter().map(LayerConfig::new).collect());
+    /// let model = Model::from_layers(config.clone(), layers).unwrap();
+    /// assert_eq!(model.named_parameters()[0].0, "conv1.lin.weight");
+    /// let wrong = vec![GcnConfig::new(4, 8).init(0, &cpu).unwrap()];
+    /// assert!(Model::from_layers(config, wrong).is_err()); // two layers in the config
+    /// ```
+    pub fn from_layers(config: ModelConfig, layers: Vec<Box<dyn GraphLayer>>) -> Result<Self> {
+        config.validate()?;
+        if layers.len() != config.layers.len() {
+            return Err(WorkbookError::Mismatched(format!(
+                "the config has {} layer(s) but {} were given",
+                config.layers.len(),
+                layers.len()
+            )));
+        }
+        for (k, (layer, lc)) in layers.iter().zip(&config.layers).enumerate() {
+            let spec = lc.spec();
+            if layer.layer_type() != spec.layer_type() {
+                return Err(WorkbookError::Mismatched(format!(
+                    "layer {} is a {} but the config says {}",
+                    k + 1,
+                    layer.layer_type(),
+                    spec.layer_type()
+                )));
+            }
+            let has: Vec<(String, Vec<usize>)> = layer
+                .named_parameters()
+                .into_iter()
+                .map(|(n, t)| (n, t.dims().to_vec()))
+                .collect();
+            if has != spec.parameter_shapes() {
+                return Err(WorkbookError::Mismatched(format!(
+                    "layer {} ({}) holds the parameters {has:?} but its config declares {:?}",
+                    k + 1,
+                    spec.layer_type(),
+                    spec.parameter_shapes()
+                )));
+            }
+        }
+        let layers = layers.into_iter().map(Layer::from_boxed).collect();
+        Ok(Self::from_parts(config, layers))
     }
 
     /// A freshly initialised, trainable model (PyG's initialisation, seeded) and its variables,
@@ -504,13 +267,39 @@ impl Model {
             }
         }
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, device);
-        let model = Self::new(config, vb)?.placed(&at)?;
-        Ok((model, varmap))
+        let model = Self::build(config, vb, &at)?;
+        let vars = model.vars.clone();
+        Ok((model, vars))
     }
 
-    /// A model of already built layers (the stages of a split model put back together).
-    pub(crate) fn from_layers(config: ModelConfig, layers: Vec<Layer>) -> Self {
-        Self { config, layers }
+    /// A model of already built layers (a moved copy, the stages of a split model put back
+    /// together), its [`VarMap`] holding the layers' trainable parameters.
+    pub(crate) fn from_parts(config: ModelConfig, layers: Vec<Layer>) -> Self {
+        let mut model = Self {
+            config,
+            layers,
+            vars: VarMap::new(),
+        };
+        let vars = VarMap::new();
+        {
+            let mut data = vars.data().lock().expect("a fresh VarMap is not poisoned");
+            for (name, t) in model.named_parameters() {
+                if t.is_variable() {
+                    // a variable's tensor: the same storage, not a copy
+                    if let Ok(var) = Var::from_tensor(&t) {
+                        data.insert(name, var);
+                    }
+                }
+            }
+        }
+        model.vars = vars;
+        model
+    }
+
+    /// The trainable parameters, by full name: the model's own `VarMap` (what
+    /// [`Model::init`] returns beside it), shared, not a copy.
+    pub fn var_map(&self) -> &VarMap {
+        &self.vars
     }
 
     /// The name of layer `k` (0-based) as ledger entries and errors say it: `conv{k+1}`, or the
@@ -542,11 +331,6 @@ impl Model {
             .any(|l| l.as_graph_layer().placement() != home)
     }
 
-    /// The same model, its placement named `at` without moving anything.
-    fn placed(&self, at: &Placement) -> Result<Self> {
-        self.map_tensors(&mut Relabel(at.clone()))
-    }
-
     /// Builds the model from named tensors (e.g. a PyG `state_dict`), after checking that every
     /// expected parameter is present with the right shape; all problems are reported at once.
     /// Names saved from a wrapped model (`module.conv1.lin.weight`, PyTorch's `DataParallel`)
@@ -565,7 +349,7 @@ impl Model {
             .map(|(n, _)| n)
             .collect();
         let names: Vec<&String> = tensors.keys().collect();
-        if let Some(err) = crate::checkpoint::wrapped("state_dict", &expected, &names) {
+        if let Some(err) = wrapped("state_dict", &expected, &names) {
             return Err(err);
         }
         let mut problems = Vec::new();
@@ -602,7 +386,7 @@ impl Model {
             }
         }
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, at.device());
-        Self::new(config, vb)?.placed(&at)
+        Self::build(config, vb, &at)
     }
 
     /// Where the parameters live (the first layer's placement; see [`Model::layer_placements`]
@@ -679,20 +463,44 @@ impl Model {
         }
     }
 
-    /// The parameters as trainable variables that share storage with the model, by name (for
-    /// an optimiser).
+    /// The parameters as trainable variables, by name, in [`Model::named_parameters`] order
+    /// (for an optimiser): the model's own, from its [`Model::var_map`].
     pub fn vars(&self) -> Result<Vec<(String, Var)>> {
+        let data = self
+            .vars
+            .data()
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         self.named_parameters()
             .into_iter()
-            .map(|(name, t)| {
-                if !t.is_variable() {
-                    return Err(WorkbookError::InvalidConfig(format!(
-                        "parameter '{name}' is not trainable (built from plain tensors); build the model with Model::init or Model::from_tensors"
-                    )));
-                }
-                Ok((name, Var::from_tensor(&t)?))
+            .map(|(name, _)| match data.get(&name) {
+                Some(var) => Ok((name, var.clone())),
+                None => Err(WorkbookError::NotTrainable(name)),
             })
             .collect()
+    }
+
+    /// The float32 rule of every export (and of the reference side of
+    /// [`precision::compare`](crate::export::precision::compare)): each parameter that is not
+    /// float32, as [`WorkbookError::Float32`] with `needs` (`"exports are"`) in the message.
+    pub fn float32_problems(&self, needs: &str) -> Vec<WorkbookError> {
+        self.named_parameters()
+            .into_iter()
+            .filter(|(_, t)| t.dtype() != DType::F32)
+            .map(|(tensor, t)| WorkbookError::Float32 {
+                tensor,
+                found: t.dtype(),
+                needs: needs.to_string(),
+            })
+            .collect()
+    }
+
+    /// [`Model::float32_problems`], the first one as the error.
+    pub fn require_float32(&self, needs: &str) -> Result<()> {
+        match self.float32_problems(needs).into_iter().next() {
+            Some(problem) => Err(problem),
+            None => Ok(()),
+        }
     }
 
     /// The pre-flight placement check: every parameter on the model's placement, and the inputs

@@ -294,8 +294,9 @@ pub trait Module {
         })
     }
 
-    /// The `inspect` rows of this module's tensors, names prefixed with `prefix`.
-    fn inspect_rows(&self, prefix: &str) -> Vec<crate::inspect::Row> {
+    /// The `inspect` rows of this module's tensors, names prefixed with `prefix`; a tensor whose
+    /// device is not the module's shows its own.
+    fn inspect_rows(&self, prefix: &str) -> Vec<Row> {
         let home = self.placement().clone();
         let mut rows = Vec::new();
         self.visit_tensors(&mut |n| {
@@ -303,7 +304,7 @@ pub trait Module {
                 .placement
                 .cloned()
                 .unwrap_or_else(|| inherit(n.tensor, &home));
-            rows.push(crate::inspect::Row {
+            rows.push(Row {
                 name: format!("{prefix}{}", n.name),
                 kind: n.kind.as_str(),
                 device: at.to_string(),
@@ -313,6 +314,18 @@ pub trait Module {
         });
         rows
     }
+}
+
+/// One tensor in an `inspect` table ([`crate::inspect::table`]): a parameter or buffer of a
+/// module, an optimiser's state, a graph's input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    pub name: String,
+    /// `parameter`, `buffer`, `optimizer state` or `input`.
+    pub kind: &'static str,
+    pub device: String,
+    pub dtype: String,
+    pub shape: Vec<usize>,
 }
 
 /// Moves parameters (as fresh trainable variables) and buffers, recording each in the ledger.

@@ -19,7 +19,7 @@
 //! ```
 
 use crate::error::{Result, WorkbookError};
-use crate::placement::{Mismatch, Placement};
+use crate::placement::{Mismatch, Placement, Role};
 use candle_core::Tensor;
 
 /// A named `f32` tensor and the placement it lives on (see the module docs).
@@ -72,18 +72,21 @@ impl PlacedTensor {
     /// one. The error names the right operand, both devices and the move that fixes it.
     pub fn add(&self, rhs: &Self) -> Result<Self> {
         if rhs.placement != self.placement {
-            return Err(WorkbookError::DeviceMismatch(Box::new(Mismatch {
-                expected_what: format!("the values of '{}'", self.name),
-                expected: self.placement.to_string(),
-                culprit_kind: "operand".into(),
-                culprit: rhs.name.clone(),
-                found: rhs.placement.to_string(),
-                fix: format!(
-                    "Move one operand to the other's device first: let {b} = {b}.to_device({a}.placement())? (PyTorch: {b} = {b}.to({a}.device))",
+            return Err(WorkbookError::DeviceMismatch(Box::new(
+                Mismatch::new(
+                    format!("the values of '{}'", self.name),
+                    self.placement.id(),
+                    Role::Operand,
+                    rhs.name.clone(),
+                    rhs.placement.id(),
+                )
+                .with_fix(format!(
+                    "{}: let {b} = {b}.to_device({a}.placement())? (PyTorch: {b} = {b}.to({a}.device))",
+                    Role::Operand.fix(),
                     a = self.name,
                     b = rhs.name
-                ),
-            })));
+                )),
+            )));
         }
         Ok(Self {
             name: format!("{} + {}", self.name, rhs.name),

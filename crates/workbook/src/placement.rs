@@ -36,28 +36,9 @@ use crate::ledger::Ledger;
 use candle_core::{DeviceLocation, Tensor, Var, WithDType};
 use std::fmt;
 
+pub use crate::error::Mismatch;
+pub use crate::ids::{PlacementId, Role};
 pub use candle_core::Device;
-
-/// The identity of a placement, without the device handle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PlacementId {
-    Cpu,
-    Cuda(usize),
-    Metal(usize),
-    /// A simulated device: host memory, checked as a separate device.
-    Sim(usize),
-}
-
-impl fmt::Display for PlacementId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Cpu => write!(f, "cpu"),
-            Self::Cuda(n) => write!(f, "cuda:{n}"),
-            Self::Metal(n) => write!(f, "metal:{n}"),
-            Self::Sim(n) => write!(f, "sim:{n}"),
-        }
-    }
-}
 
 /// A device and its name, optionally with a [`Ledger`] that records transfers to and from it.
 #[derive(Clone)]
@@ -88,7 +69,7 @@ impl Placement {
 
     /// CUDA device `n`, or an error saying why it cannot be opened.
     pub fn cuda(n: usize) -> Result<Self> {
-        let device = crate::device::cuda(n).map_err(|why| {
+        let device = open_cuda(n).map_err(|why| {
             WorkbookError::InvalidConfig(format!(
                 "cuda:{n} is not available: {why}; use cpu, or sim:{n} to practise without a GPU"
             ))
@@ -245,6 +226,15 @@ impl Placement {
     }
 }
 
+/// Opens CUDA device `n`, or says why not. `Device::cuda_if_available` is not used: in a `cuda`
+/// build it does not fall back when no GPU is present.
+pub(crate) fn open_cuda(n: usize) -> std::result::Result<Device, String> {
+    if !candle_core::utils::cuda_is_available() {
+        return Err("this build has no CUDA support (build with --features cuda)".into());
+    }
+    Device::new_cuda(n).map_err(|e| format!("no usable CUDA device {n} ({e})"))
+}
+
 /// The placement of a plain tensor seen next to `home`: `home` when they share a candle device
 /// (a bare tensor cannot say `sim`, so it is taken to be where its owner is), else the tensor's
 /// own device.
@@ -299,56 +289,6 @@ impl From<&Placement> for Placement {
     }
 }
 
-/// What kind of tensor a placement check is about; decides the wording and the fix.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
-    /// A model parameter (`conv1.lin.weight`).
-    Parameter,
-    /// A graph input (`x`, `edge_index`, `edge_weight`, `y`, `train_mask`).
-    Input,
-    /// A cached buffer (GCN's cached normalisation).
-    Buffer,
-    /// Optimiser state (`exp_avg[conv1.lin.weight]`).
-    OptimizerState,
-    /// A tensor a layer's forward pass made (its output, an intermediate).
-    Intermediate,
-    /// A part of a mini-batch (`batch.x`, `batch.y`, `batch.n_id`).
-    BatchPart,
-    /// A parameter or buffer of one data-parallel replica, which must be on that replica's
-    /// device (PyTorch's `DataParallel` replica reading a weight from `cuda:0`).
-    ReplicaTensor,
-    /// Labels (or any target) a loss compares with outputs gathered to one device.
-    Label,
-}
-
-impl Role {
-    fn noun(self) -> &'static str {
-        match self {
-            Role::Parameter => "parameter",
-            Role::Input => "input",
-            Role::Buffer => "cached buffer",
-            Role::OptimizerState => "optimizer state",
-            Role::Intermediate => "intermediate tensor",
-            Role::BatchPart => "batch part",
-            Role::ReplicaTensor => "replica tensor",
-            Role::Label => "labels",
-        }
-    }
-
-    fn fix(self) -> &'static str {
-        match self {
-            Role::Parameter => "Move the whole model with model.to_device(&device)",
-            Role::Input => "Move the graph with graph.to_device(&device)",
-            Role::Buffer => "Move the model with model.to_device(&device), which moves its cached buffers too, or call model.clear_cache()",
-            Role::OptimizerState => "Move the optimizer with the model: adam.to_model(&model)",
-            Role::Intermediate => "Inside forward, create tensors where the input lives (Tensor::zeros(n, dtype, x.device()), x.zeros_like(), at.zeros(..) for the layer's placement), never on a fixed device",
-            Role::BatchPart => "Move the whole batch, every step: batch = batch.to_device(&device)? (moving batch.x alone leaves the labels and ids behind)",
-            Role::ReplicaTensor => "Every replica needs its own copy of every parameter and buffer on its own device: replicate with DataParallel::new(&model, &devices, ..) (replica k = model.to_device(&devices[k])), never by cloning the first replica",
-            Role::Label => "Outputs are gathered to one device (the first, unless you chose another): move the labels there (output_device.move_tensor(&y, &labels_device, \"y\")), or gather to the labels' device",
-        }
-    }
-}
-
 /// One tensor taking part in a placement check.
 pub struct Placed<'a> {
     pub name: String,
@@ -366,35 +306,18 @@ impl<'a> Placed<'a> {
     }
 }
 
-/// A device mismatch, with the tensor that is elsewhere.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("Expected all tensors to be on the same device: {expected_what} are on {expected} but {culprit_kind} '{culprit}' is on {found}. {fix}")]
-pub struct Mismatch {
-    /// What sets the expected device ("model parameters").
-    pub expected_what: String,
-    pub expected: String,
-    /// `input`, `parameter`, `cached buffer`, `optimizer state`.
-    pub culprit_kind: String,
-    /// The tensor's name (`edge_index`, `conv1.lin.weight`).
-    pub culprit: String,
-    pub found: String,
-    /// The one-line fix.
-    pub fix: String,
-}
-
 /// Checks that every tensor in `items` is on `expected` (described as `expected_what`, e.g.
 /// "model parameters"), and names the first one that is not, with the fix.
 pub fn check_all(expected_what: &str, expected: &Placement, items: &[Placed]) -> Result<()> {
     match items.iter().find(|p| p.placement != expected) {
         None => Ok(()),
-        Some(bad) => Err(WorkbookError::DeviceMismatch(Box::new(Mismatch {
-            expected_what: expected_what.into(),
-            expected: expected.to_string(),
-            culprit_kind: bad.role.noun().into(),
-            culprit: bad.name.clone(),
-            found: bad.placement.to_string(),
-            fix: bad.role.fix().into(),
-        }))),
+        Some(bad) => Err(WorkbookError::DeviceMismatch(Box::new(Mismatch::new(
+            expected_what,
+            expected.id(),
+            bad.role,
+            bad.name.clone(),
+            bad.placement.id(),
+        )))),
     }
 }
 

@@ -87,8 +87,11 @@ fn mismatches_on_gpu_are_named_like_on_sim() {
         let partial = graph.move_part(part, &Placement::cpu()).unwrap();
         match model.forward_graph(&partial).unwrap_err() {
             WorkbookError::DeviceMismatch(m) => {
-                assert_eq!((m.culprit.as_str(), m.found.as_str()), (part.name(), "cpu"));
-                assert_eq!(m.expected, "cuda:0");
+                assert_eq!(
+                    (m.culprit.as_str(), m.found.to_string().as_str()),
+                    (part.name(), "cpu")
+                );
+                assert_eq!(m.expected.to_string(), "cuda:0");
             }
             other => panic!("{part:?}: {other}"),
         }

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 const CORE: &[&str] = &[
     "candle-core",
     "candle-nn",
+    "erased-serde",
     "planetoid",
     "proc-macro2",
     "prost",

@@ -28,7 +28,12 @@ fn mismatch(err: WorkbookError) -> (String, String, String, String) {
     match err {
         WorkbookError::DeviceMismatch(m) => {
             assert!(text.starts_with("Expected all tensors to be on the same device: "));
-            (m.culprit_kind, m.culprit, m.found, m.expected)
+            (
+                m.role.noun().to_string(),
+                m.culprit,
+                m.found.to_string(),
+                m.expected.to_string(),
+            )
         }
         other => panic!("expected a device mismatch, got: {other}"),
     }

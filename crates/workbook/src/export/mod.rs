@@ -19,7 +19,8 @@
 //! ```
 
 pub mod onnx;
-pub mod onnx_proto;
+/// The ONNX protobuf messages ([`crate::onnx_graph::proto`]).
+pub use crate::onnx_graph::proto as onnx_proto;
 pub mod precision;
 pub mod preflight;
 pub mod safetensors;

@@ -19,7 +19,7 @@
 //! assert_eq!(model.to_dtype(DType::F16).unwrap().dtype(), DType::F16);
 //! ```
 
-use crate::error::{Result, WorkbookError};
+use crate::error::Result;
 use crate::graph::Graph;
 use crate::model::Model;
 use candle_core::{DType, Tensor, D};
@@ -55,12 +55,7 @@ fn argmax(logits: &Tensor) -> Result<Vec<u32>> {
 
 /// Runs `model` (float32) and `model.to_dtype(dtype)` on `graph` and compares them.
 pub fn compare(model: &Model, graph: &Graph, dtype: DType) -> Result<PrecisionReport> {
-    if model.dtype() != DType::F32 {
-        return Err(WorkbookError::InvalidConfig(format!(
-            "compare takes the float32 model, got {:?}; convert with model.to_dtype(DType::F32)",
-            model.dtype()
-        )));
-    }
+    model.require_float32("the comparison is against")?;
     let f32_out = model.forward_graph(graph)?.logits;
     let converted = model.to_dtype(dtype)?;
     let x = graph.x().to_dtype(dtype)?;

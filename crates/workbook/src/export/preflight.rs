@@ -150,14 +150,12 @@ impl<'m> Preflight<'m> {
 
         // 2. float32
         before = problems.len();
-        for (name, t) in model.named_parameters() {
-            if t.dtype() != DType::F32 {
-                problems.push(format!(
-                    "parameter '{name}' is {:?}; exports are float32: convert with model.to_dtype(DType::F32) (PyTorch: model.float())",
-                    t.dtype()
-                ));
-            }
-        }
+        problems.extend(
+            model
+                .float32_problems("exports are")
+                .iter()
+                .map(ToString::to_string),
+        );
         if problems.len() == before {
             checks.push("dtype: every parameter is float32".into());
         }

@@ -28,7 +28,6 @@ use crate::atomic_write;
 use crate::checkpoint;
 use crate::error::{Result, WorkbookError};
 use crate::model::Model;
-use candle_core::DType;
 use std::path::{Path, PathBuf};
 
 /// The config side file of `weights`: same name with extension `.json`.
@@ -41,12 +40,7 @@ pub fn config_path(weights: &Path) -> PathBuf {
 /// first, then renamed into place; if either cannot be, the old pair is left as it was.
 /// Returns the config path.
 pub fn export(model: &Model, path: &Path) -> Result<PathBuf> {
-    if model.dtype() != DType::F32 {
-        return Err(WorkbookError::InvalidConfig(format!(
-            "safetensors export writes float32 for PyG but the model is {:?}; convert with model.to_dtype(DType::F32)",
-            model.dtype()
-        )));
-    }
+    model.require_float32("exports are")?;
     // The host copy of every weight, and the file's bytes.
     crate::limits::check_memory(
         &format!("the safetensors export of {}", path.display()),

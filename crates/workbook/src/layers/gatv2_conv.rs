@@ -29,14 +29,15 @@
 //! assert_eq!(out.attention.weights.dims(), &[6, 2]);       // one weight per edge and head
 //! ```
 
-use super::gcn_conv::check_features;
+use super::graph_layer::{check_features, GraphLayer, LayerInput, LayerOutput};
 use super::init::glorot;
+use super::spec::LayerSpec;
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
-use crate::layers::{GraphLayer, LayerInput, LayerOutput};
+use crate::onnx_graph::{attr_float, attr_int, Builder, GatOut, OnnxLayerOut, Sizes};
+use crate::ops::dropout::Dropout;
 use crate::ops::segment_softmax;
 use crate::placement::Placement;
-use crate::train::dropout::Dropout;
 use crate::Module;
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::{Linear, VarBuilder};
@@ -171,14 +172,44 @@ impl GatV2Config {
     }
 }
 
-/// Attention weights and the edges they belong to.
-#[derive(Clone, Debug)]
-pub struct Attention {
-    /// The edges after self-loop handling (PyG's returned `edge_index`).
-    pub edge_index: EdgeIndex,
-    /// `[E', heads]`: `weights[e, h]` is the attention of head `h` on edge `e`.
-    pub weights: Tensor,
+impl LayerSpec for GatV2Config {
+    fn layer_type(&self) -> &'static str {
+        "GATv2Conv"
+    }
+    fn in_channels(&self) -> usize {
+        self.in_channels
+    }
+    fn out_channels(&self) -> usize {
+        self.out_channels
+    }
+    fn heads(&self) -> usize {
+        self.heads
+    }
+    fn output_width(&self) -> usize {
+        GatV2Config::output_width(self)
+    }
+    fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        GatV2Config::parameter_shapes(self)
+    }
+    fn init_parameters(
+        &self,
+        rng: &mut ChaCha8Rng,
+        device: &Device,
+    ) -> Result<Vec<(String, Tensor)>> {
+        GatV2Config::init_parameters(self, rng, device)
+    }
+    fn validate(&self) -> Result<()> {
+        GatV2Config::validate(self)
+    }
+    fn has_attention(&self) -> bool {
+        true
+    }
+    fn build(&self, vb: VarBuilder, at: &Placement) -> Result<Box<dyn GraphLayer>> {
+        Ok(Box::new(GatV2Conv::build(self.clone(), vb, at)?))
+    }
 }
+
+pub use super::graph_layer::Attention;
 
 /// What a forward pass returns: the node outputs and the attention that produced them.
 #[derive(Clone, Debug)]
@@ -227,6 +258,22 @@ impl GatV2Conv {
     /// Builds the layer from `vb` (PyG names, see the module docs).
     pub fn new(config: GatV2Config, vb: VarBuilder) -> Result<Self> {
         config.validate()?;
+        let at = Placement::of(vb.device());
+        Self::build(config, vb, &at)
+    }
+
+    /// A freshly initialised layer (PyG's initialisation, seeded, drawn on the host) on `at`.
+    pub fn init(config: GatV2Config, seed: u64, at: &Placement) -> Result<Self> {
+        let layer = config.init(seed, at)?;
+        Ok(layer
+            .as_any()
+            .downcast_ref::<Self>()
+            .expect("GatV2Config builds a GatV2Conv")
+            .clone())
+    }
+
+    /// [`GatV2Conv::new`] of a validated config, labelled `at` (whose device is `vb`'s).
+    fn build(config: GatV2Config, vb: VarBuilder, at: &Placement) -> Result<Self> {
         let hc = config.heads * config.out_channels;
         let lin_l = linear(&vb, "lin_l", hc, config.in_channels, config.bias)?;
         let lin_r = if config.share_weights {
@@ -246,7 +293,7 @@ impl GatV2Conv {
             lin_r,
             att,
             bias,
-            at: Placement::of(vb.device()),
+            at: at.clone(),
         })
     }
 
@@ -398,13 +445,132 @@ impl GraphLayer for GatV2Conv {
         false
     }
 
+    /// The ONNX lowering (see [`crate::export::onnx`] for the operators and PyG's rules).
     fn export_onnx(
         &self,
-        b: &mut crate::export::onnx::Builder,
-        sizes: &crate::export::onnx::Sizes,
+        b: &mut Builder,
+        s: &Sizes,
         h: &str,
         prefix: &str,
-    ) -> Result<crate::export::onnx::OnnxLayerOut> {
-        crate::export::onnx::gatv2_export(b, sizes, h, self, prefix)
+    ) -> Result<OnnxLayerOut> {
+        if s.edge_weight.is_some() {
+            return Err(WorkbookError::Unsupported(
+                "ONNX export with an edge_weight input: GATv2Conv takes no edge weights (PyG's GATv2Conv without edge_dim rejects them); export without OnnxOptions::edge_weight".into(),
+            ));
+        }
+        let o = gatv2_layer(b, s, h, &self.config, &self.named_parameters(), prefix)?;
+        Ok(OnnxLayerOut {
+            out: o.out.clone(),
+            attention: Some(o),
+        })
     }
+}
+
+fn gatv2_layer(
+    b: &mut Builder,
+    s: &Sizes,
+    h_in: &str,
+    c: &GatV2Config,
+    params: &[(String, Tensor)],
+    prefix: &str,
+) -> Result<GatOut> {
+    let get = |name: &str| params.iter().find(|(n, _)| n == name).map(|(_, t)| t);
+    let (heads, ch) = (c.heads as i64, c.out_channels as i64);
+    let hc_shape = b.const_i64(&[-1, heads, ch], &[3]);
+    let linear = |b: &mut Builder, side: &str| -> Result<String> {
+        let w = get(&format!("{side}.weight")).ok_or_else(|| {
+            WorkbookError::InvalidConfig(format!("missing {prefix}{side}.weight"))
+        })?;
+        let wn = b.param(&format!("{prefix}{side}.weight"), w)?;
+        let y = match get(&format!("{side}.bias")) {
+            Some(bias) => {
+                let bn = b.param(&format!("{prefix}{side}.bias"), bias)?;
+                b.op("Gemm", &[h_in, &wn, &bn], vec![attr_int("transB", 1)], side)
+            }
+            None => b.op("Gemm", &[h_in, &wn], vec![attr_int("transB", 1)], side),
+        };
+        Ok(b.op("Reshape", &[&y, &hc_shape], vec![], side))
+    };
+    let x_l = linear(b, "lin_l")?;
+    let x_r = linear(b, "lin_r")?;
+    let e = if c.add_self_loops {
+        s.with_self_loops(b)
+    } else {
+        s.edges()
+    };
+    let x_j = b.gather_rows(&x_l, &e.src); // [E, H, C]
+    let x_i = b.gather_rows(&x_r, &e.dst);
+    let sum = b.op("Add", &[&x_i, &x_j], vec![], "x_ij");
+    let act = b.op(
+        "LeakyRelu",
+        &[&sum],
+        vec![attr_float("alpha", c.negative_slope as f32)],
+        "leaky",
+    );
+    let att =
+        get("att").ok_or_else(|| WorkbookError::InvalidConfig(format!("missing {prefix}att")))?;
+    let att = b.param(&format!("{prefix}att"), att)?;
+    let weighted = b.op("Mul", &[&act, &att], vec![], "att_mul");
+    let axes2 = b.const_i64(&[2], &[1]);
+    let scores = b.op(
+        "ReduceSum",
+        &[&weighted, &axes2],
+        vec![attr_int("keepdims", 0)],
+        "scores",
+    ); // [E, H]
+    let heads_c = b.const_i64(&[heads], &[1]);
+    let nh_shape = b.op(
+        "Concat",
+        &[&s.n_1d, &heads_c],
+        vec![attr_int("axis", 0)],
+        "nh_shape",
+    );
+    let lowest = b.filled(&nh_shape, f32::MIN, "max0");
+    let max = b.scatter_rows(&lowest, &e.dst, &scores, 2, "max");
+    let max_e = b.gather_rows(&max, &e.dst);
+    let shifted = b.op("Sub", &[&scores, &max_e], vec![], "shifted");
+    let ex = b.op("Exp", &[&shifted], vec![], "exp");
+    let zeros = b.filled(&nh_shape, 0.0, "sum0");
+    let sums = b.scatter_rows(&zeros, &e.dst, &ex, 2, "add");
+    let sums_e = b.gather_rows(&sums, &e.dst);
+    let eps = b.const_f32(&[1e-16], &[]);
+    let denom = b.op("Add", &[&sums_e, &eps], vec![], "denom");
+    let alpha = b.op("Div", &[&ex, &denom], vec![], "alpha");
+    let alpha3 = b.unsqueeze(&alpha, 2);
+    let messages = b.op("Mul", &[&x_j, &alpha3], vec![], "messages");
+    let hc = b.const_i64(&[heads, ch], &[2]);
+    let nhc_shape = b.op(
+        "Concat",
+        &[&s.n_1d, &hc],
+        vec![attr_int("axis", 0)],
+        "nhc_shape",
+    );
+    let zeros = b.filled(&nhc_shape, 0.0, "agg0");
+    let out = b.scatter_rows(&zeros, &e.dst, &messages, 3, "add");
+    let out = if c.concat {
+        let flat = b.const_i64(&[-1, heads * ch], &[2]);
+        b.op("Reshape", &[&out, &flat], vec![], "concat")
+    } else {
+        let axes1 = b.const_i64(&[1], &[1]);
+        b.op(
+            "ReduceMean",
+            &[&out, &axes1],
+            vec![attr_int("keepdims", 0)],
+            "mean",
+        )
+    };
+    let out = match get("bias") {
+        Some(bias) => {
+            let bn = b.param(&format!("{prefix}bias"), bias)?;
+            b.op("Add", &[&out, &bn], vec![], "gat_out")
+        }
+        None => out,
+    };
+    Ok(GatOut {
+        out,
+        heads,
+        alpha,
+        src: e.src,
+        dst: e.dst,
+    })
 }

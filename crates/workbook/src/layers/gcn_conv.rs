@@ -34,13 +34,16 @@
 //! assert_eq!(out.dims(), &[3, 2]);
 //! ```
 
+use super::graph_layer::{check_features, GraphLayer, LayerInput, LayerOutput};
 use super::init::glorot;
+use super::spec::LayerSpec;
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
-use crate::layers::{GraphLayer, LayerInput, LayerOutput};
 use crate::module::{Kind, Named, TensorMap, Tensors};
+use crate::onnx_graph::proto::{FLOAT, INT64};
+use crate::onnx_graph::{attr_int, Builder, Edges, OnnxLayerOut, Sizes};
+use crate::ops::dropout::Dropout;
 use crate::placement::Placement;
-use crate::train::Dropout;
 use crate::Module;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
@@ -126,6 +129,31 @@ impl GcnConfig {
             out.push((name, t));
         }
         Ok(out)
+    }
+}
+
+impl LayerSpec for GcnConfig {
+    fn layer_type(&self) -> &'static str {
+        "GCNConv"
+    }
+    fn in_channels(&self) -> usize {
+        self.in_channels
+    }
+    fn out_channels(&self) -> usize {
+        self.out_channels
+    }
+    fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        GcnConfig::parameter_shapes(self)
+    }
+    fn init_parameters(
+        &self,
+        rng: &mut ChaCha8Rng,
+        device: &Device,
+    ) -> Result<Vec<(String, Tensor)>> {
+        GcnConfig::init_parameters(self, rng, device)
+    }
+    fn build(&self, vb: VarBuilder, at: &Placement) -> Result<Box<dyn GraphLayer>> {
+        Ok(Box::new(GcnConv::build(self.clone(), vb, at)?))
     }
 }
 
@@ -215,6 +243,22 @@ impl GcnConv {
     /// builder, missing parameters are created with candle's default initialiser; use
     /// [`GcnConfig::init_parameters`] for PyG's.
     pub fn new(config: GcnConfig, vb: VarBuilder) -> Result<Self> {
+        let at = Placement::of(vb.device());
+        Self::build(config, vb, &at)
+    }
+
+    /// A freshly initialised layer (PyG's initialisation, seeded, drawn on the host) on `at`.
+    pub fn init(config: GcnConfig, seed: u64, at: &Placement) -> Result<Self> {
+        let layer = config.init(seed, at)?;
+        Ok(layer
+            .as_any()
+            .downcast_ref::<Self>()
+            .expect("GcnConfig builds a GcnConv")
+            .clone())
+    }
+
+    /// [`GcnConv::new`] labelled `at` (whose device is `vb`'s).
+    fn build(config: GcnConfig, vb: VarBuilder, at: &Placement) -> Result<Self> {
         let weight = vb.get((config.out_channels, config.in_channels), "lin.weight")?;
         let bias = if config.bias {
             Some(vb.get_with_hints(config.out_channels, "bias", candle_nn::Init::Const(0.))?)
@@ -225,7 +269,7 @@ impl GcnConv {
             config,
             weight,
             bias,
-            at: Placement::of(vb.device()),
+            at: at.clone(),
             cache: OnceLock::new(),
         })
     }
@@ -291,7 +335,7 @@ impl GcnConv {
     ) -> Result<Tensor> {
         check_features(x, edge_index, self.config.in_channels, "GCNConv")?;
         if let Some(w) = edge_weight {
-            check_edge_weight(w, edge_index)?;
+            edge_index.check_weight(w)?;
         }
         Module::check_forward(self, "GCNConv parameters", x, edge_index, edge_weight)?;
         // x · Wᵀ, over x's non-zeros when it is sparse (bag-of-words features).
@@ -387,53 +431,6 @@ pub fn gcn_norm(
     })
 }
 
-/// Checks `x` against the edge index and the layer's input width before any maths.
-pub(crate) fn check_features(
-    x: &Tensor,
-    edge_index: &EdgeIndex,
-    in_channels: usize,
-    layer: &str,
-) -> Result<()> {
-    let dims = x.dims();
-    if dims.len() != 2 {
-        return Err(WorkbookError::InvalidGraph(format!(
-            "{layer}: node features x must be [num_nodes, {in_channels}], got {dims:?}"
-        )));
-    }
-    if !x.dtype().is_float() {
-        return Err(WorkbookError::InvalidGraph(format!(
-            "{layer}: node features x must be floating point, got {:?}; convert with x.to_dtype(DType::F32)",
-            x.dtype()
-        )));
-    }
-    if dims[1] != in_channels {
-        return Err(WorkbookError::InvalidGraph(format!(
-            "{layer}: x has {} features per node but the layer expects in_channels = {in_channels}",
-            dims[1]
-        )));
-    }
-    if dims[0] != edge_index.num_nodes() {
-        return Err(WorkbookError::InvalidGraph(format!(
-            "{layer}: x has {} rows but edge_index was built for {} nodes",
-            dims[0],
-            edge_index.num_nodes()
-        )));
-    }
-    Ok(())
-}
-
-pub(crate) fn check_edge_weight(w: &Tensor, edge_index: &EdgeIndex) -> Result<()> {
-    if w.dims() != [edge_index.num_edges()] || !w.dtype().is_float() {
-        return Err(WorkbookError::InvalidGraph(format!(
-            "edge_weight must be a float tensor of shape [{}] (one weight per edge), got {:?} {:?}",
-            edge_index.num_edges(),
-            w.dtype(),
-            w.dims()
-        )));
-    }
-    Ok(())
-}
-
 impl GraphLayer for GcnConv {
     fn layer_type(&self) -> &'static str {
         "GCNConv"
@@ -455,13 +452,165 @@ impl GraphLayer for GcnConv {
         false
     }
 
+    /// The ONNX lowering (see [`crate::export::onnx`] for the operators and PyG's rules).
     fn export_onnx(
         &self,
-        b: &mut crate::export::onnx::Builder,
-        sizes: &crate::export::onnx::Sizes,
+        b: &mut Builder,
+        s: &Sizes,
         h: &str,
         prefix: &str,
-    ) -> Result<crate::export::onnx::OnnxLayerOut> {
-        crate::export::onnx::gcn_export(b, sizes, h, self, prefix)
+    ) -> Result<OnnxLayerOut> {
+        let out = gcn_layer(
+            b,
+            s,
+            h,
+            &self.config,
+            &self.weight,
+            self.bias.as_ref(),
+            prefix,
+            s.edge_weight.as_deref(),
+        )?;
+        Ok(OnnxLayerOut {
+            out,
+            attention: None,
+        })
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gcn_layer(
+    b: &mut Builder,
+    s: &Sizes,
+    h_in: &str,
+    c: &GcnConfig,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    prefix: &str,
+    edge_weight: Option<&str>,
+) -> Result<String> {
+    let w = b.param(&format!("{prefix}lin.weight"), weight)?;
+    let h = b.op("Gemm", &[h_in, &w], vec![attr_int("transB", 1)], "gcn_lin");
+    let axis0 = vec![attr_int("axis", 0)];
+    let ones_per_edge = |b: &mut Builder, edges: &str, hint: &str| {
+        let shape = b.op("Shape", &[edges], vec![], "edge_shape");
+        b.filled(&shape, 1.0, hint)
+    };
+    if !c.normalize {
+        // PyG: no self-loops, no normalisation; the edge weights (or 1) as given.
+        let e = s.edges();
+        let w = match edge_weight {
+            Some(w) => w.to_string(),
+            None => ones_per_edge(b, &e.src, "edge_w"),
+        };
+        return gcn_aggregate(b, s, &h, &e, &w, c, bias, prefix);
+    }
+    let (edges, weight) = if c.add_self_loops {
+        // add_remaining_self_loops: edges that are not loops keep their weight; every node gets
+        // one loop, weighing what the input's (last) loop at that node weighed, else the fill.
+        let e = s.with_self_loops(b);
+        let loop_w = match edge_weight {
+            Some(w) => {
+                let kept = b.op("Compress", &[w, &s.not_loop], axis0.clone(), "kept_w");
+                let fill = if c.improved { 2.0 } else { 1.0 };
+                let loop_w = last_loop_weight(b, s, w, fill);
+                b.op("Concat", &[&kept, &loop_w], axis0, "edge_w")
+            }
+            // PyG 2.8: without edge weights add_remaining_self_loops drops the fill value and
+            // gcn_norm weighs every edge 1, so `improved` has no effect here.
+            None => ones_per_edge(b, &e.src, "edge_w"),
+        };
+        (e, loop_w)
+    } else {
+        let e = s.edges();
+        let w = match edge_weight {
+            Some(w) => w.to_string(),
+            None => ones_per_edge(b, &e.src, "edge_w"),
+        };
+        (e, w)
+    };
+    let zeros = b.filled(&s.n_1d, 0.0, "deg0");
+    let deg = b.scatter_rows(&zeros, &edges.dst, &weight, 1, "add");
+    let zero = b.const_f32(&[0.0], &[]);
+    let tiny = b.const_f32(&[f32::MIN_POSITIVE], &[]);
+    let half = b.const_f32(&[-0.5], &[]);
+    let positive = b.op("Greater", &[&deg, &zero], vec![], "deg_pos");
+    let clamped = b.op("Max", &[&deg, &tiny], vec![], "deg_clamped");
+    let pow = b.op("Pow", &[&clamped, &half], vec![], "deg_pow");
+    let dis = b.op("Where", &[&positive, &pow, &zero], vec![], "deg_inv_sqrt");
+    let dis_src = b.gather_rows(&dis, &edges.src);
+    let dis_dst = b.gather_rows(&dis, &edges.dst);
+    let norm = b.op("Mul", &[&dis_src, &weight], vec![], "norm");
+    let norm = b.op("Mul", &[&norm, &dis_dst], vec![], "norm");
+    gcn_aggregate(b, s, &h, &edges, &norm, c, bias, prefix)
+}
+
+/// Per node, the weight of the input's last self-loop at that node (PyG keeps it), or `fill`
+/// where the node had none. The position of each node's last loop is found with a max-scatter
+/// of positions, so repeated loops at one node resolve as in PyG (the last one wins) and not by
+/// ScatterElements' unspecified order for duplicates.
+fn last_loop_weight(b: &mut Builder, s: &Sizes, w: &str, fill: f32) -> String {
+    let axis0 = vec![attr_int("axis", 0)];
+    let is_loop = b.op("Not", &[&s.not_loop], vec![], "is_loop");
+    let loop_nodes = b.op("Compress", &[&s.dst, &is_loop], axis0.clone(), "loop_nodes");
+    let loop_ws = b.op("Compress", &[w, &is_loop], axis0.clone(), "loop_ws");
+    let fill_t = b.const_f32(&[fill], &[1]);
+    // loop_ws followed by the fill value, at index count
+    let candidates = b.op("Concat", &[&loop_ws, &fill_t], axis0, "loop_candidates");
+    let count = b.op("Shape", &[&loop_nodes], vec![], "loop_count");
+    let count_f = b.op(
+        "Cast",
+        &[&count],
+        vec![attr_int("to", FLOAT as i64)],
+        "loop_count_f",
+    );
+    let axes0 = b.const_i64(&[0], &[1]);
+    let count_scalar = b.op("Squeeze", &[&count_f, &axes0], vec![], "loop_count_scalar");
+    let zero = b.const_f32(&[0.0], &[]);
+    let one = b.const_f32(&[1.0], &[]);
+    let positions = b.op("Range", &[&zero, &count_scalar, &one], vec![], "loop_pos");
+    let none = b.filled(&s.n_1d, -1.0, "no_loop");
+    let last = b.scatter_rows(&none, &loop_nodes, &positions, 1, "max");
+    let minus_half = b.const_f32(&[-0.5], &[]);
+    let has = b.op("Greater", &[&last, &minus_half], vec![], "has_loop");
+    let index_f = b.op("Where", &[&has, &last, &count_f], vec![], "loop_index_f");
+    let index = b.op(
+        "Cast",
+        &[&index_f],
+        vec![attr_int("to", INT64 as i64)],
+        "loop_index",
+    );
+    b.gather_rows(&candidates, &index)
+}
+
+/// `out = scatter_add(w * h[src], dst) + bias`.
+#[allow(clippy::too_many_arguments)]
+fn gcn_aggregate(
+    b: &mut Builder,
+    s: &Sizes,
+    h: &str,
+    edges: &Edges,
+    w: &str,
+    c: &GcnConfig,
+    bias: Option<&Tensor>,
+    prefix: &str,
+) -> Result<String> {
+    let norm_col = b.unsqueeze(w, 1);
+    let h_src = b.gather_rows(h, &edges.src);
+    let messages = b.op("Mul", &[&h_src, &norm_col], vec![], "messages");
+    let c_out = b.const_i64(&[c.out_channels as i64], &[1]);
+    let out_shape = b.op(
+        "Concat",
+        &[&s.n_1d, &c_out],
+        vec![attr_int("axis", 0)],
+        "out_shape",
+    );
+    let zeros = b.filled(&out_shape, 0.0, "agg0");
+    let out = b.scatter_rows(&zeros, &edges.dst, &messages, 2, "add");
+    Ok(match bias {
+        Some(bias) => {
+            let bname = b.param(&format!("{prefix}bias"), bias)?;
+            b.op("Add", &[&out, &bname], vec![], "gcn_out")
+        }
+        None => out,
+    })
 }

@@ -28,10 +28,9 @@ use rand::Rng;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use workbook::export::onnx::{attr_int, Builder, OnnxLayerOut, Sizes};
 use workbook::layers::{GraphLayer, LayerInput, LayerOutput, LayerSpec};
-use workbook::ops::aggregate_sum;
-use workbook::train::Dropout;
+use workbook::onnx_graph::{attr_int, Builder, OnnxLayerOut, Sizes};
+use workbook::ops::{aggregate_sum, Dropout};
 use workbook::{EdgeIndex, Module, Placement, Result, WorkbookError};
 
 /// `SAGEConv`'s constructor arguments, with PyG's names and defaults.
@@ -122,8 +121,8 @@ impl LayerSpec for SageConfig {
         }
         Ok(())
     }
-    fn build(&self, vb: VarBuilder) -> Result<Box<dyn GraphLayer>> {
-        Ok(Box::new(SageConv::new(self.clone(), vb)?))
+    fn build(&self, vb: VarBuilder, at: &Placement) -> Result<Box<dyn GraphLayer>> {
+        Ok(Box::new(SageConv::build(self.clone(), vb, at)?))
     }
 }
 
@@ -142,6 +141,12 @@ impl SageConv {
     /// Builds the layer from `vb` (PyG names, see the module docs).
     pub fn new(config: SageConfig, vb: VarBuilder) -> Result<Self> {
         config.validate()?;
+        let at = Placement::of(vb.device());
+        Self::build(config, vb, &at)
+    }
+
+    /// [`SageConv::new`] of a validated config, on `at` (whose device is `vb`'s).
+    fn build(config: SageConfig, vb: VarBuilder, at: &Placement) -> Result<Self> {
         let (i, o) = (config.in_channels, config.out_channels);
         let l = vb.pp("lin_l");
         let bias = if config.bias {
@@ -159,7 +164,7 @@ impl SageConv {
             config,
             lin_l,
             lin_r,
-            at: Placement::of(vb.device()),
+            at: at.clone(),
         })
     }
 
@@ -172,7 +177,7 @@ impl SageConv {
             .into_iter()
             .collect();
         let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
-        Self::new(config, vb)?.to_device(at)
+        Self::build(config, vb, &Placement::cpu())?.to_device(at)
     }
 
     /// The layer's configuration.

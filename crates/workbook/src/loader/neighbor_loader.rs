@@ -197,7 +197,7 @@ impl NeighborLoader {
     pub fn batch(&self, epoch: u64, b: usize) -> Result<Batch> {
         let all = self.shared.epoch_seeds(epoch);
         let seeds = all.get(b).ok_or_else(|| {
-            WorkbookError::InvalidConfig(format!(
+            WorkbookError::Mismatched(format!(
                 "batch {b} does not exist: an epoch has {} batches",
                 all.len()
             ))

@@ -65,9 +65,9 @@ impl NeighborSampler {
     /// Groups the edges `src[e] -> dst[e]` by target (a stable counting sort: a node's
     /// incoming edges keep their order).
     pub fn new(src: &[u32], dst: &[u32], num_nodes: usize) -> Result<Self> {
-        crate::ops::csr::check_edges("sampler", src, dst, num_nodes, u32::MAX as usize)?;
+        crate::edge_index::csr::check_edges("sampler", src, dst, num_nodes, u32::MAX as usize)?;
         // A node's incoming edges keep their order (the same stable grouping as the CSR).
-        let by_dst = crate::ops::csr::group_by(dst, src, num_nodes);
+        let by_dst = crate::edge_index::csr::group_by(dst, src, num_nodes);
         Ok(Self {
             num_nodes,
             ptr: by_dst.ptr,

@@ -14,6 +14,9 @@
 
 use candle_core::{CpuStorage, DType, Device, Layout, Storage, Tensor, WithDType};
 
+/// The CUDA source of the message-passing kernels, for NVRTC and for CI's compile check.
+pub const CUDA_MESSAGE_PASSING: &str = include_str!("../../kernels/message_passing.cu");
+
 /// Whether the fast kernels handle `dtype` on `device`. Where they do not, the layers use the
 /// composed candle ops instead, which give the same results more slowly.
 pub fn kernels_support(dtype: DType, device: &Device) -> bool {
@@ -125,12 +128,9 @@ pub(crate) mod cuda {
     pub(crate) fn ptx() -> candle_core::Result<&'static str> {
         static PTX: OnceLock<Result<String, String>> = OnceLock::new();
         PTX.get_or_init(|| {
-            compile_ptx_with_opts(
-                super::super::CUDA_MESSAGE_PASSING,
-                CompileOptions::default(),
-            )
-            .map(|p| p.to_src())
-            .map_err(|e| format!("NVRTC could not compile kernels/message_passing.cu: {e}"))
+            compile_ptx_with_opts(super::CUDA_MESSAGE_PASSING, CompileOptions::default())
+                .map(|p| p.to_src())
+                .map_err(|e| format!("NVRTC could not compile kernels/message_passing.cu: {e}"))
         })
         .as_deref()
         .map_err(|e| candle_core::Error::Cuda(e.clone().into()))

@@ -1,11 +1,12 @@
 //! Graph operations candle lacks or does slowly: the segment max and per-destination softmax,
-//! and the fused message-passing kernels (CPU, multi-threaded; CUDA behind the `cuda` feature)
-//! that GCN and GATv2 use on a destination-sorted [`Csr`].
+//! the fused message-passing kernels (CPU, multi-threaded; CUDA behind the `cuda` feature)
+//! that GCN and GATv2 use on a destination-sorted [`Csr`], and the seeded [`Dropout`] the
+//! layers and models apply in training (an op, as in candle-nn).
 
 pub mod aggregate;
 pub mod cpu_pool;
-pub mod csr;
 pub mod csr_softmax;
+pub mod dropout;
 pub mod elu;
 pub mod gat_scores;
 pub mod kernel_support;
@@ -15,15 +16,14 @@ pub mod segment_softmax;
 pub mod sparse_features;
 pub mod spmm;
 
+pub use crate::edge_index::csr;
 pub use aggregate::aggregate_sum;
 pub use cpu_pool::{cpu_threads, on_cpu_pool, set_cpu_threads};
 pub use csr::Csr;
 pub use csr_softmax::csr_softmax;
+pub use dropout::Dropout;
 pub use gat_scores::gat_scores;
-pub use kernel_support::kernels_support;
+pub use kernel_support::{kernels_support, CUDA_MESSAGE_PASSING};
 pub use segment_max::segment_max;
 pub use segment_softmax::segment_softmax;
 pub use spmm::csr_spmm;
-
-/// The CUDA source of the message-passing kernels, for NVRTC and for CI's compile check.
-pub const CUDA_MESSAGE_PASSING: &str = include_str!("../../kernels/message_passing.cu");

@@ -36,8 +36,8 @@
 //! assert!(workbook::ops::sparse_features::SparseFeatures::of(&x).is_some());
 //! ```
 
+use super::dropout::Dropout;
 use super::kernel_support::{host_slice, MIN_ROWS_PER_TASK};
-use crate::train::dropout::Dropout;
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Storage, Tensor};
 use rayon::prelude::*;
 use std::collections::VecDeque;

@@ -74,7 +74,7 @@ impl Collective for HostCollective {
             });
         }
         sum.ok_or_else(|| {
-            WorkbookError::InvalidConfig(format!(
+            WorkbookError::Mismatched(format!(
                 "{what}: nothing to reduce (no replica gave a tensor)"
             ))
         })

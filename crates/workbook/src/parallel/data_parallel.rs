@@ -125,7 +125,7 @@ impl DataParallel {
     ) -> Result<Self> {
         check_devices(devices)?;
         if replicas.len() != devices.len() {
-            return Err(WorkbookError::InvalidConfig(format!(
+            return Err(WorkbookError::Mismatched(format!(
                 "{} replica(s) for {} device(s): give one replica per device",
                 replicas.len(),
                 devices.len()
@@ -162,7 +162,7 @@ impl DataParallel {
     /// `sim:1`). Move it with `opt.to_model(dp.module())`.
     pub fn with_optimizer(mut self, opt: Adam) -> Result<Self> {
         if !opt.is_bound_to(&self.replicas[0]) {
-            return Err(WorkbookError::InvalidConfig(
+            return Err(WorkbookError::Mismatched(
                 "the optimiser does not update the first replica's parameters (it was built for another copy of the model); bind it with opt.to_model(dp.module())".into(),
             ));
         }
@@ -236,7 +236,7 @@ impl DataParallel {
     pub fn step(&mut self, batches: &[Batch]) -> Result<Step> {
         self.check_batch_count(batches.len())?;
         if batches.is_empty() {
-            return Err(WorkbookError::InvalidConfig(
+            return Err(WorkbookError::Mismatched(
                 "a data-parallel step needs at least one batch".into(),
             ));
         }
@@ -380,7 +380,7 @@ impl DataParallel {
 
     fn check_batch_count(&self, n: usize) -> Result<()> {
         if n > self.devices.len() {
-            return Err(WorkbookError::InvalidConfig(format!(
+            return Err(WorkbookError::Mismatched(format!(
                 "{n} batches for {} device(s): give at most one batch per device per step",
                 self.devices.len()
             )));

@@ -90,7 +90,7 @@ use crate::error::{Result, WorkbookError};
 use crate::graph::{Graph, GraphPart};
 use crate::model::{Layer, Model, ModelOutput};
 use crate::module::Mover;
-use crate::placement::{bytes_of, Mismatch, Placement};
+use crate::placement::{bytes_of, Mismatch, Placement, Role};
 use crate::train::dropout::Dropout;
 use crate::train::trainer::{correct_counts, labelled, to_accuracy};
 use crate::train::{Adam, TrainConfig};
@@ -143,7 +143,7 @@ impl ModelParallel {
         if placements.len() != n {
             let layers: Vec<String> = (0..n).map(|k| model.layer_name(k)).collect();
             let given: Vec<String> = placements.iter().map(|p| p.to_string()).collect();
-            return Err(WorkbookError::InvalidConfig(format!(
+            return Err(WorkbookError::Mismatched(format!(
                 "model parallelism needs one placement per layer: the model has {n} layer(s) ({}) but {} placement(s) were given ({}); list one device per layer, in order",
                 layers.join(", "),
                 placements.len(),
@@ -162,7 +162,7 @@ impl ModelParallel {
             })
             .collect::<Result<Vec<Layer>>>()?;
         Ok(Self {
-            model: Model::from_layers(model.config().clone(), layers),
+            model: Model::from_parts(model.config().clone(), layers),
         })
     }
 
@@ -248,7 +248,7 @@ impl ModelParallel {
                     .collect::<Vec<_>>()
                     .join(", ")
             };
-            return Err(WorkbookError::InvalidConfig(format!(
+            return Err(WorkbookError::Mismatched(format!(
                 "the graph was placed for {} stage(s) ({}) but this model has {} ({}); place it for this model with model_parallel.place_graph(&graph)",
                 graph.placements.len(),
                 show(&graph.placements.iter().collect::<Vec<_>>()),
@@ -258,15 +258,16 @@ impl ModelParallel {
         }
         for (k, (theirs, mine)) in graph.placements.iter().zip(mine).enumerate() {
             if theirs != mine {
-                return Err(WorkbookError::DeviceMismatch(Box::new(Mismatch {
-                    expected_what: format!("{} parameters", self.name(k)),
-                    expected: mine.to_string(),
-                    culprit_kind: "input".into(),
-                    culprit: format!("edge_index (placed for stage {})", self.name(k)),
-                    found: theirs.to_string(),
-                    fix: "Place the graph for this model: model_parallel.place_graph(&graph)"
-                        .into(),
-                })));
+                return Err(WorkbookError::DeviceMismatch(Box::new(
+                    Mismatch::new(
+                        format!("{} parameters", self.name(k)),
+                        mine.id(),
+                        Role::Input,
+                        format!("edge_index (placed for stage {})", self.name(k)),
+                        theirs.id(),
+                    )
+                    .with_fix("Place the graph for this model: model_parallel.place_graph(&graph)"),
+                )));
             }
         }
         Ok(())
@@ -336,12 +337,15 @@ impl ModelParallel {
                     .map(|(name, t)| {
                         let name = format!("{prefix}{name}");
                         if !t.is_variable() {
-                            return Err(WorkbookError::InvalidConfig(format!(
-                                "parameter '{name}' is not trainable (built from plain tensors); build the model with Model::init or Model::from_tensors"
-                            )));
+                            return Err(WorkbookError::NotTrainable(name));
                         }
-                        let decay = !train_config.decay_first_layer_only || name.starts_with(&first);
-                        let wd = if decay { train_config.weight_decay } else { 0.0 };
+                        let decay =
+                            !train_config.decay_first_layer_only || name.starts_with(&first);
+                        let wd = if decay {
+                            train_config.weight_decay
+                        } else {
+                            0.0
+                        };
                         Ok((name, Var::from_tensor(&t)?, wd))
                     })
                     .collect::<Result<Vec<_>>>()?;
@@ -362,7 +366,7 @@ impl ModelParallel {
     ) -> Result<f32> {
         let stages = self.model.layers().len();
         if optimizers.len() != stages {
-            return Err(WorkbookError::InvalidConfig(format!(
+            return Err(WorkbookError::Mismatched(format!(
                 "one optimiser per stage: the model has {stages} stage(s) but {} optimiser(s) were given; build them with model_parallel.optimizers(&train_config)",
                 optimizers.len()
             )));

@@ -132,7 +132,7 @@ impl DataParallelTrainer {
             &config,
             config.batch_size / n,
         )?;
-        crate::limits::check_minibatch_fits(&model_config, graph, &config, n)?;
+        crate::train::minibatch::check_minibatch_fits(&model_config, graph, &config, n)?;
         let evaluator = Evaluator::new(graph, &config.eval, layers, train_config.seed, first)?;
         // Initialised on the host, as one device would be, then replicated.
         let (model, _) = Model::init(model_config, train_config.seed, Placement::cpu())?;

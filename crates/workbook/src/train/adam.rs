@@ -132,7 +132,7 @@ impl Adam {
             .iter()
             .map(|s| {
                 let var = vars.remove(&s.name).ok_or_else(|| {
-                    WorkbookError::InvalidConfig(format!(
+                    WorkbookError::Mismatched(format!(
                         "the optimiser has state for '{}' but the model has no such parameter; build a new optimiser with Adam::for_model",
                         s.name
                     ))
@@ -229,7 +229,7 @@ impl Adam {
             .iter()
             .find(|(n, _)| !self.slots.iter().any(|s| &s.name == n))
         {
-            return Err(WorkbookError::InvalidConfig(format!(
+            return Err(WorkbookError::Mismatched(format!(
                 "a gradient for '{name}' was given but the optimiser has no such parameter"
             )));
         }
@@ -237,14 +237,13 @@ impl Adam {
             if let Some(g) = by_name.get(slot.name.as_str()) {
                 if !g.device().same_device(slot.var.device()) {
                     return Err(WorkbookError::DeviceMismatch(Box::new(
-                        crate::placement::Mismatch {
-                            expected_what: "model parameters".into(),
-                            expected: self.params_at.to_string(),
-                            culprit_kind: "gradient".into(),
-                            culprit: format!("grad[{}]", slot.name),
-                            found: Placement::of(g.device()).to_string(),
-                            fix: "Reduce the gradients onto the device of the parameters the optimiser updates before stepping".into(),
-                        },
+                        crate::error::Mismatch::new(
+                            "model parameters",
+                            self.params_at.id(),
+                            Role::Gradient,
+                            format!("grad[{}]", slot.name),
+                            Placement::of(g.device()).id(),
+                        ),
                     )));
                 }
             }

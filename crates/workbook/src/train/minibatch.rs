@@ -157,7 +157,7 @@ impl MiniBatchTrainer {
             &config,
             config.batch_size,
         )?;
-        crate::limits::check_minibatch_fits(&model_config, graph, &config, 1)?;
+        check_minibatch_fits(&model_config, graph, &config, 1)?;
         let evaluator = Evaluator::new(graph, &config.eval, layers, train_config.seed, device)?;
         let (model, _) = Model::init(model_config, train_config.seed, device)?;
         let opt = train_config.optimizer(&model)?;
@@ -374,4 +374,44 @@ pub fn train_minibatch(
         on_epoch(&e);
     }
     Ok(t)
+}
+
+/// Refuses mini-batch training of `config` on `graph` with `mb` over `devices` devices (the
+/// global batch split between them) when [`crate::limits::minibatch_bytes`] and the evaluation (a full-graph
+/// forward pass, or one on an evaluation batch) cannot fit; the error names the batch size and
+/// the neighbours per hop.
+pub fn check_minibatch_fits(
+    config: &ModelConfig,
+    graph: &Graph,
+    mb: &MiniBatchConfig,
+    devices: usize,
+) -> Result<()> {
+    let (n, e) = (graph.num_nodes(), graph.num_edges());
+    let per_device = mb.batch_size / devices.max(1);
+    let train = crate::limits::minibatch_bytes(
+        config,
+        n,
+        e,
+        per_device,
+        &mb.num_neighbors,
+        devices.max(1).saturating_add(mb.prefetch),
+    );
+    let eval = match &mb.eval {
+        Eval::FullGraph => crate::limits::inference_bytes(config, n, e),
+        Eval::Batches {
+            num_neighbors,
+            batch_size,
+        } => {
+            let (bn, be) = crate::limits::batch_bound(n, e, *batch_size, num_neighbors);
+            crate::limits::inference_bytes(config, bn, be)
+        }
+        Eval::Skip => 0,
+    };
+    crate::limits::check_memory(
+        &format!(
+            "mini-batch training on {} ({n} nodes, {e} edges) in batches of {} seeds with num_neighbors {:?}",
+            graph.name, mb.batch_size, mb.num_neighbors
+        ),
+        train.saturating_add(eval),
+    )
 }

@@ -332,7 +332,7 @@ pub(crate) fn stop_if_not_finite(
     Err(WorkbookError::NonFiniteLoss {
         epoch: stats.epoch,
         loss: stats.loss,
-        cause: crate::non_finite::loss_cause(model, features, edge_weight, lr),
+        cause: crate::non_finite::loss_cause(&model.named_parameters(), features, edge_weight, lr),
     })
 }
 
@@ -352,4 +352,37 @@ pub fn train(
         on_epoch(&stats);
     }
     Ok(trainer.into_report())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_learning_rate_far_too_high_stops_training_and_is_named() {
+        let g = crate::datasets::karate(crate::placement::Placement::cpu()).unwrap();
+        let config = crate::ModelConfig::gcn(g.num_features(), 16, g.num_classes());
+        let recipe = TrainConfig {
+            epochs: 50,
+            lr: 1e30,
+            ..TrainConfig::gcn()
+        };
+        let mut seen = 0;
+        let err = train(config, &g, &recipe, |_| seen += 1)
+            .err()
+            .expect("a learning rate of 1e30 cannot train");
+        let msg = err.to_string();
+        assert!(
+            matches!(err, WorkbookError::NonFiniteLoss { epoch, .. } if epoch == seen + 1),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(&format!("training stopped at epoch {}", seen + 1)),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("the learning rate (1e30) is likely too high"),
+            "{msg}"
+        );
+    }
 }

@@ -6,14 +6,14 @@
 //!
 //! ```
 //! use workbook::candle_core::{Device, Tensor};
-//! use workbook::train::Dropout;
+//! use workbook::ops::Dropout;
 //! let x = Tensor::ones((2, 4), workbook::candle_core::DType::F32, &Device::Cpu).unwrap();
 //! let a = Dropout::new(7, &Device::Cpu).apply(&x, 0.5).unwrap();
 //! let b = Dropout::new(7, &Device::Cpu).apply(&x, 0.5).unwrap();
 //! assert_eq!(a.to_vec2::<f32>().unwrap(), b.to_vec2::<f32>().unwrap()); // same seed, same mask
 //! ```
 
-use crate::ops::kernel_support::{host_slice, with_host, ELEMENTS_PER_TASK};
+use super::kernel_support::{host_slice, with_host, ELEMENTS_PER_TASK};
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Shape, Tensor};
 use rand::{Rng, RngCore, SeedableRng};

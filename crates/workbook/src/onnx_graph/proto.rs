@@ -1,4 +1,5 @@
-//! The subset of ONNX's protobuf messages that the exporter writes, as `prost` structs.
+//! The subset of ONNX's protobuf messages that [`crate::onnx_graph`] writes, as `prost`
+//! structs.
 //!
 //! Field numbers and enum values are copied from the official `onnx.proto` (ONNX 1.23.2,
 //! vendored for reference in `crates/workbook/proto/onnx.proto`, Apache-2.0). Hand-written
