@@ -1,11 +1,14 @@
-//! The subset of ONNX's protobuf messages that [`crate::onnx_graph`] writes, as `prost`
-//! structs.
+//! ONNX's protobuf messages, generated at build time from the vendored
+//! `crates/workbook/proto/onnx.proto` (ONNX 1.23.2, Apache-2.0) by prost-build, the proto
+//! compiled by protox: no `protoc`, no hand-copied field numbers (`build.rs`).
 //!
-//! Field numbers and enum values are copied from the official `onnx.proto` (ONNX 1.23.2,
-//! vendored for reference in `crates/workbook/proto/onnx.proto`, Apache-2.0). Hand-written
-//! messages need neither `protoc` nor a build script, so a clean CI machine builds them with
-//! `cargo` alone; fields we never write are simply absent (protobuf skips unknown fields when
-//! decoding, so files written by other tools still decode).
+//! Three messages are declared here by hand, because programs written against this crate (the
+//! exercises among them) use their shape: [`TypeProto`] with its `tensor_type` (the one case of
+//! ONNX's `oneof value` this library reads and writes, as a plain optional field),
+//! [`TypeProtoTensor`] (`TypeProto.Tensor`) and [`Dimension`] (`TensorShapeProto.Dimension`,
+//! without its `denotation`). They keep ONNX's field numbers, so they are wire-compatible with
+//! the full messages; the test below checks both ways against the full messages generated from
+//! the same file.
 //!
 //! ```
 //! use prost::Message;
@@ -15,158 +18,33 @@
 //! assert_eq!(back.opset_import[0].version, 18);
 //! ```
 
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/onnx.rs"));
+}
+
+pub use generated::*;
+
 /// `TensorProto.DataType.FLOAT`.
-pub const FLOAT: i32 = 1;
+pub const FLOAT: i32 = tensor_proto::DataType::Float as i32;
 /// `TensorProto.DataType.INT64`.
-pub const INT64: i32 = 7;
+pub const INT64: i32 = tensor_proto::DataType::Int64 as i32;
 /// `TensorProto.DataType.BOOL`.
-pub const BOOL: i32 = 9;
+pub const BOOL: i32 = tensor_proto::DataType::Bool as i32;
 
-/// `AttributeProto.AttributeType` values.
+/// `AttributeProto.AttributeType` values, as the `r#type` field holds them.
 pub mod attribute_type {
-    pub const FLOAT: i32 = 1;
-    pub const INT: i32 = 2;
-    pub const STRING: i32 = 3;
-    pub const TENSOR: i32 = 4;
-    pub const FLOATS: i32 = 6;
-    pub const INTS: i32 = 7;
+    use super::attribute_proto::AttributeType;
+    pub const FLOAT: i32 = AttributeType::Float as i32;
+    pub const INT: i32 = AttributeType::Int as i32;
+    pub const STRING: i32 = AttributeType::String as i32;
+    pub const TENSOR: i32 = AttributeType::Tensor as i32;
+    pub const FLOATS: i32 = AttributeType::Floats as i32;
+    pub const INTS: i32 = AttributeType::Ints as i32;
 }
 
-/// `onnx.ModelProto`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ModelProto {
-    #[prost(int64, tag = "1")]
-    pub ir_version: i64,
-    #[prost(message, repeated, tag = "8")]
-    pub opset_import: Vec<OperatorSetIdProto>,
-    #[prost(string, tag = "2")]
-    pub producer_name: String,
-    #[prost(string, tag = "3")]
-    pub producer_version: String,
-    #[prost(string, tag = "4")]
-    pub domain: String,
-    #[prost(int64, tag = "5")]
-    pub model_version: i64,
-    #[prost(string, tag = "6")]
-    pub doc_string: String,
-    #[prost(message, optional, tag = "7")]
-    pub graph: Option<GraphProto>,
-    #[prost(message, repeated, tag = "14")]
-    pub metadata_props: Vec<StringStringEntryProto>,
-}
-
-/// `onnx.OperatorSetIdProto`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OperatorSetIdProto {
-    #[prost(string, tag = "1")]
-    pub domain: String,
-    #[prost(int64, tag = "2")]
-    pub version: i64,
-}
-
-/// `onnx.StringStringEntryProto`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct StringStringEntryProto {
-    #[prost(string, tag = "1")]
-    pub key: String,
-    #[prost(string, tag = "2")]
-    pub value: String,
-}
-
-/// `onnx.GraphProto`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GraphProto {
-    #[prost(message, repeated, tag = "1")]
-    pub node: Vec<NodeProto>,
-    #[prost(string, tag = "2")]
-    pub name: String,
-    #[prost(message, repeated, tag = "5")]
-    pub initializer: Vec<TensorProto>,
-    #[prost(string, tag = "10")]
-    pub doc_string: String,
-    #[prost(message, repeated, tag = "11")]
-    pub input: Vec<ValueInfoProto>,
-    #[prost(message, repeated, tag = "12")]
-    pub output: Vec<ValueInfoProto>,
-    #[prost(message, repeated, tag = "13")]
-    pub value_info: Vec<ValueInfoProto>,
-}
-
-/// `onnx.NodeProto`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct NodeProto {
-    #[prost(string, repeated, tag = "1")]
-    pub input: Vec<String>,
-    #[prost(string, repeated, tag = "2")]
-    pub output: Vec<String>,
-    #[prost(string, tag = "3")]
-    pub name: String,
-    #[prost(string, tag = "4")]
-    pub op_type: String,
-    #[prost(string, tag = "7")]
-    pub domain: String,
-    #[prost(message, repeated, tag = "5")]
-    pub attribute: Vec<AttributeProto>,
-    #[prost(string, tag = "6")]
-    pub doc_string: String,
-}
-
-/// `onnx.AttributeProto` (the scalar, string, tensor and list cases).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct AttributeProto {
-    #[prost(string, tag = "1")]
-    pub name: String,
-    #[prost(string, tag = "13")]
-    pub doc_string: String,
-    /// One of [`attribute_type`].
-    #[prost(int32, tag = "20")]
-    pub r#type: i32,
-    #[prost(float, tag = "2")]
-    pub f: f32,
-    #[prost(int64, tag = "3")]
-    pub i: i64,
-    #[prost(bytes = "vec", tag = "4")]
-    pub s: Vec<u8>,
-    #[prost(message, optional, tag = "5")]
-    pub t: Option<TensorProto>,
-    #[prost(float, repeated, packed = "false", tag = "7")]
-    pub floats: Vec<f32>,
-    #[prost(int64, repeated, packed = "false", tag = "8")]
-    pub ints: Vec<i64>,
-}
-
-/// `onnx.TensorProto` (dense tensors; data in `raw_data`, little-endian).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct TensorProto {
-    #[prost(int64, repeated, packed = "false", tag = "1")]
-    pub dims: Vec<i64>,
-    /// One of the `TensorProto.DataType` values ([`FLOAT`], [`INT64`], ...).
-    #[prost(int32, tag = "2")]
-    pub data_type: i32,
-    #[prost(float, repeated, tag = "4")]
-    pub float_data: Vec<f32>,
-    #[prost(int64, repeated, tag = "7")]
-    pub int64_data: Vec<i64>,
-    #[prost(string, tag = "8")]
-    pub name: String,
-    #[prost(string, tag = "12")]
-    pub doc_string: String,
-    #[prost(bytes = "vec", tag = "9")]
-    pub raw_data: Vec<u8>,
-}
-
-/// `onnx.ValueInfoProto`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ValueInfoProto {
-    #[prost(string, tag = "1")]
-    pub name: String,
-    #[prost(message, optional, tag = "2")]
-    pub r#type: Option<TypeProto>,
-    #[prost(string, tag = "3")]
-    pub doc_string: String,
-}
-
-/// `onnx.TypeProto`, tensor case only (`oneof value { Tensor tensor_type = 1; ... }`).
+/// `onnx.TypeProto`, tensor case only (`oneof value { Tensor tensor_type = 1; ... }`; the other
+/// cases are skipped when decoding).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct TypeProto {
     #[prost(message, optional, tag = "1")]
@@ -180,13 +58,6 @@ pub struct TypeProtoTensor {
     pub elem_type: i32,
     #[prost(message, optional, tag = "2")]
     pub shape: Option<TensorShapeProto>,
-}
-
-/// `onnx.TensorShapeProto`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct TensorShapeProto {
-    #[prost(message, repeated, tag = "1")]
-    pub dim: Vec<Dimension>,
 }
 
 /// `onnx.TensorShapeProto.Dimension`: a fixed size or a symbolic (dynamic) name.
@@ -203,4 +74,107 @@ pub enum DimensionValue {
     DimValue(i64),
     #[prost(string, tag = "2")]
     DimParam(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    /// The full messages of the same file, generated without the hand-declared three.
+    #[allow(clippy::all, clippy::pedantic, dead_code)]
+    mod full {
+        include!(concat!(env!("OUT_DIR"), "/full/onnx.rs"));
+    }
+
+    fn value(dims: Vec<Dimension>) -> ValueInfoProto {
+        ValueInfoProto {
+            name: "x".into(),
+            r#type: Some(TypeProto {
+                tensor_type: Some(TypeProtoTensor {
+                    elem_type: FLOAT,
+                    shape: Some(TensorShapeProto { dim: dims }),
+                }),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_hand_declared_messages_are_onnx_s_on_the_wire() {
+        let ours = value(vec![
+            Dimension {
+                value: Some(DimensionValue::DimParam("num_nodes".into())),
+            },
+            Dimension {
+                value: Some(DimensionValue::DimValue(1433)),
+            },
+        ]);
+        let bytes = ours.encode_to_vec();
+        let theirs = full::ValueInfoProto::decode(bytes.as_slice()).unwrap();
+        let Some(full::type_proto::Value::TensorType(t)) = theirs.r#type.unwrap().value else {
+            panic!("not a tensor type");
+        };
+        assert_eq!(t.elem_type, FLOAT);
+        let dims: Vec<_> = t.shape.unwrap().dim.into_iter().map(|d| d.value).collect();
+        assert_eq!(
+            dims,
+            [
+                Some(full::tensor_shape_proto::dimension::Value::DimParam(
+                    "num_nodes".into()
+                )),
+                Some(full::tensor_shape_proto::dimension::Value::DimValue(1433)),
+            ]
+        );
+        // and back: what the full messages write, ours read the same
+        let full_bytes = full::ValueInfoProto {
+            name: "x".into(),
+            r#type: Some(full::TypeProto {
+                value: Some(full::type_proto::Value::TensorType(
+                    full::type_proto::Tensor {
+                        elem_type: FLOAT,
+                        shape: Some(full::TensorShapeProto {
+                            dim: vec![
+                                full::tensor_shape_proto::Dimension {
+                                    value: Some(
+                                        full::tensor_shape_proto::dimension::Value::DimParam(
+                                            "num_nodes".into(),
+                                        ),
+                                    ),
+                                    ..Default::default()
+                                },
+                                full::tensor_shape_proto::Dimension {
+                                    value: Some(
+                                        full::tensor_shape_proto::dimension::Value::DimValue(1433),
+                                    ),
+                                    ..Default::default()
+                                },
+                            ],
+                        }),
+                    },
+                )),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        assert_eq!(full_bytes, bytes);
+        assert_eq!(ValueInfoProto::decode(full_bytes.as_slice()).unwrap(), ours);
+    }
+
+    #[test]
+    fn repeated_numbers_are_written_as_proto2_writes_them() {
+        // proto2 writes `repeated int64 dims = 1` unpacked (one tag per value): 08 02 08 03
+        let t = TensorProto {
+            dims: vec![2, 3],
+            ..Default::default()
+        };
+        assert_eq!(t.encode_to_vec(), [0x08, 0x02, 0x08, 0x03]);
+        // and `float_data` is declared [packed = true]: one tag, a length, the values
+        let t = TensorProto {
+            float_data: vec![1.0],
+            ..Default::default()
+        };
+        assert_eq!(t.encode_to_vec(), [0x22, 0x04, 0x00, 0x00, 0x80, 0x3f]);
+    }
 }
