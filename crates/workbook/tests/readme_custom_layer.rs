@@ -1,6 +1,6 @@
-//! The README's custom layer ("Your own layer", library section), compiled and run. The README
-//! shows the code between the ANCHOR markers verbatim; `readme_shows_this_listing` fails when
-//! the two drift apart.
+//! The custom layer of `docs/library.md` ("Your own layer"), compiled and run. That page shows
+//! the code between the ANCHOR markers verbatim; `readme_shows_this_listing` fails when the two
+//! drift apart.
 
 // ANCHOR: custom_layer
 use workbook::candle_core::{DType, Tensor};
@@ -66,11 +66,11 @@ fn the_custom_layer_moves_checks_and_runs() -> Result<()> {
     Ok(())
 }
 
-/// The README's block is this file's anchored code, verbatim.
+/// The page's block is this file's anchored code, verbatim.
 #[test]
 fn readme_shows_this_listing() {
     let here = include_str!("readme_custom_layer.rs");
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../docs/library.md");
     for anchor in ["custom_layer", "custom_layer_use"] {
         let start = format!("// ANCHOR: {anchor}\n");
         let end = format!("// ANCHOR_END: {anchor}\n");
@@ -86,7 +86,7 @@ fn readme_shows_this_listing() {
             .collect();
         assert!(
             readme.contains(&listing),
-            "README.md's library section must show tests/readme_custom_layer.rs's `{anchor}` listing verbatim:\n{listing}"
+            "docs/library.md must show tests/readme_custom_layer.rs's `{anchor}` listing verbatim:\n{listing}"
         );
     }
 }

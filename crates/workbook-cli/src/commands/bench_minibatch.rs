@@ -8,7 +8,7 @@
 //! the memory the mini-batch run added (peak resident set minus the resident set before it,
 //! with the peak reset first, as the full-batch line measures it). In this binary it reads near
 //! 0: the run reuses the heap the full-batch run freed, which the allocator settings
-//! (`crate::allocator`) keep in the process (README, "How time and memory grow"); so the scaling
+//! (`crate::allocator`) keep in the process (docs/performance.md, "How time and memory grow"); so the scaling
 //! figure draws the mini-batch run's time and not its memory.
 //! `compute_ms` is the epoch's training steps alone (forward, loss, backward, optimiser step;
 //! no sampling, no copy), the part `scripts/pyg_bench.py --batches` measures for PyG on the

@@ -1,6 +1,6 @@
 //! How epoch time and memory grow with graph size: one log-log line per series.
 //!
-//! Fed by `workbook bench --sweep` (see the README's Performance section); a series is one model
+//! Fed by `workbook bench --sweep` (see docs/performance.md); a series is one model
 //! in one implementation, e.g. "GCN (workbook)" or "GATv2 (PyG)".
 //!
 //! ```
