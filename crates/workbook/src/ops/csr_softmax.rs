@@ -234,11 +234,10 @@ impl CustomOp2 for SoftmaxGrad {
 
 #[cfg(feature = "cuda")]
 mod cuda {
-    use super::super::kernel_support::cuda::{ptx, with_view, MODULE};
+    use super::super::kernel_support::cuda::{with_view, zeros, Launch};
     use super::Csr;
     use candle_core::backend::BackendStorage;
-    use candle_core::cuda_backend::cudarc::driver::{CudaView, LaunchConfig, PushKernelArg};
-    use candle_core::cuda_backend::WrapErr;
+    use candle_core::cuda_backend::cudarc::driver::{CudaView, PushKernelArg};
     use candle_core::{CudaStorage, Layout, Shape};
 
     fn f32_view<'a>(s: &'a CudaStorage, l: &Layout) -> candle_core::Result<CudaView<'a, f32>> {
@@ -264,56 +263,47 @@ mod cuda {
         let d = csr.on_device().ok_or_else(|| {
             candle_core::Error::Msg("csr_softmax: the CSR was built for the CPU".into())
         })?;
-        let out = dev.alloc_zeros::<f32>((e * h).max(1))?;
+        let out = zeros(&dev, e * h)?;
         let (n32, h32) = (n as u32, h as u32);
-        let threads = (n * h) as u32;
+        // one thread per (node, head); none when there are no edges to normalise
+        let threads = if e == 0 { 0 } else { n * h };
         with_view::<u32, _>(d.by_dst().ptr(), "csr_softmax", |ptr| {
-            with_view::<u32, _>(d.by_dst().edge(), "csr_softmax", |edge| {
-                if threads == 0 || e == 0 {
-                    return Ok(());
-                }
-                match g {
-                    None => {
-                        let func = dev.get_or_load_custom_func("softmax_f32", MODULE, ptx()?)?;
-                        let mut b = func.builder();
-                        b.arg(ptr);
-                        b.arg(edge);
-                        b.arg(&a);
-                        b.arg(&out);
-                        b.arg(&n32);
-                        b.arg(&h32);
-                        // SAFETY: the arguments are pushed in the order and types of `softmax_f32`
-                        // in kernels/message_passing.cu; the index arrays come from a `Csr` whose
-                        // ids `Csr::new` checked (< num_nodes, < num_edges), the float buffers have
-                        // the shapes the wrapper checked against the CSR (`csr_softmax`), `out` was
-                        // allocated with the e·h elements the guard in the kernel bounds the
-                        // threads to, and every buffer outlives the launch (candle's stream orders
-                        // it before any later use or free).
-                        unsafe { b.launch(LaunchConfig::for_num_elems(threads)) }.w()?;
-                    }
-                    Some((s2, l2)) => {
-                        let g = f32_view(s2, l2)?;
-                        let func =
-                            dev.get_or_load_custom_func("softmax_grad_f32", MODULE, ptx()?)?;
-                        let mut b = func.builder();
-                        b.arg(ptr);
-                        b.arg(edge);
-                        b.arg(&a);
-                        b.arg(&g);
-                        b.arg(&out);
-                        b.arg(&n32);
-                        b.arg(&h32);
-                        // SAFETY: the arguments are pushed in the order and types of
-                        // `softmax_grad_f32` in kernels/message_passing.cu; the index arrays come
-                        // from a `Csr` whose ids `Csr::new` checked (< num_nodes, < num_edges), the
-                        // float buffers have the shapes the wrapper checked against the CSR
-                        // (`csr_softmax`), `out` was allocated with the e·h elements the guard in
-                        // the kernel bounds the threads to, and every buffer outlives the launch
-                        // (candle's stream orders it before any later use or free).
-                        unsafe { b.launch(LaunchConfig::for_num_elems(threads)) }.w()?;
+            with_view::<u32, _>(d.by_dst().edge(), "csr_softmax", |edge| match g {
+                None => {
+                    let launch = Launch::new(&dev, "softmax_f32", threads)?;
+                    // SAFETY: `Launch::run`'s contract: `softmax_f32`'s parameters in order; a
+                    // `Csr`'s arrays; scores of the shape `csr_softmax` checked against it; the
+                    // n·h threads write `out`'s e·h elements through the CSR's edge ids.
+                    unsafe {
+                        launch.run(|b| {
+                            b.arg(ptr);
+                            b.arg(edge);
+                            b.arg(&a);
+                            b.arg(&out);
+                            b.arg(&n32);
+                            b.arg(&h32);
+                        })
                     }
                 }
-                Ok(())
+                Some((s2, l2)) => {
+                    let g = f32_view(s2, l2)?;
+                    let launch = Launch::new(&dev, "softmax_grad_f32", threads)?;
+                    // SAFETY: `Launch::run`'s contract: `softmax_grad_f32`'s parameters in
+                    // order; a `Csr`'s arrays; alpha and its gradient of the shape
+                    // `csr_softmax` checked; the n·h threads write `out`'s e·h elements through
+                    // the CSR's edge ids.
+                    unsafe {
+                        launch.run(|b| {
+                            b.arg(ptr);
+                            b.arg(edge);
+                            b.arg(&a);
+                            b.arg(&g);
+                            b.arg(&out);
+                            b.arg(&n32);
+                            b.arg(&h32);
+                        })
+                    }
+                }
             })
         })?;
         Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from((e, h))))

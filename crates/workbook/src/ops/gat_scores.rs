@@ -405,11 +405,10 @@ impl CustomOp1 for ScoresGrad {
 
 #[cfg(feature = "cuda")]
 mod cuda {
-    use super::super::kernel_support::cuda::{ptx, with_view, MODULE};
+    use super::super::kernel_support::cuda::{with_view, zeros, Launch};
     use super::Csr;
     use candle_core::backend::BackendStorage;
-    use candle_core::cuda_backend::cudarc::driver::{CudaView, LaunchConfig, PushKernelArg};
-    use candle_core::cuda_backend::WrapErr;
+    use candle_core::cuda_backend::cudarc::driver::{CudaView, PushKernelArg};
     use candle_core::{CudaStorage, Layout, Shape, Tensor};
 
     fn f32_view<'a>(s: &'a CudaStorage, l: &Layout) -> candle_core::Result<CudaView<'a, f32>> {
@@ -441,33 +440,28 @@ mod cuda {
         let (xl, xr, att) = (f32_view(s1, l1)?, f32_view(s2, l2)?, f32_view(s3, l3)?);
         let d = on_device(csr)?;
         let len = e * h;
-        let out = dev.alloc_zeros::<f32>(len.max(1))?;
-        let func = dev.get_or_load_custom_func("gat_scores_f32", MODULE, ptx()?)?;
+        let out = zeros(&dev, len)?;
+        let launch = Launch::new(&dev, "gat_scores_f32", len)?;
         let (e32, h32, c32) = (e as u32, h as u32, c as u32);
         with_view::<u32, _>(d.src(), "gat_scores", |src| {
             with_view::<u32, _>(d.dst(), "gat_scores", |dst| {
-                if len == 0 {
-                    return Ok(());
+                // SAFETY: `Launch::run`'s contract: `gat_scores_f32`'s parameters in order; a
+                // `Csr`'s arrays; x_l, x_r and att of the shapes `gat_scores` checked against it;
+                // `out` holds the e·h elements of the e·h threads.
+                unsafe {
+                    launch.run(|b| {
+                        b.arg(src);
+                        b.arg(dst);
+                        b.arg(&xl);
+                        b.arg(&xr);
+                        b.arg(&att);
+                        b.arg(&out);
+                        b.arg(&e32);
+                        b.arg(&h32);
+                        b.arg(&c32);
+                        b.arg(&slope);
+                    })
                 }
-                let mut b = func.builder();
-                b.arg(src);
-                b.arg(dst);
-                b.arg(&xl);
-                b.arg(&xr);
-                b.arg(&att);
-                b.arg(&out);
-                b.arg(&e32);
-                b.arg(&h32);
-                b.arg(&c32);
-                b.arg(&slope);
-                // SAFETY: the arguments are pushed in the order and types of `gat_scores_f32` in
-                // kernels/message_passing.cu; the index arrays come from a `Csr` whose ids
-                // `Csr::new` checked (< num_nodes, < num_edges), the float buffers have the shapes
-                // the wrapper checked against the CSR (`gat_scores`), `out` was allocated with the
-                // e·h elements the guard in the kernel bounds the threads to, and every buffer
-                // outlives the launch (candle's stream orders it before any later use or free).
-                unsafe { b.launch(LaunchConfig::for_num_elems(len as u32)) }.w()?;
-                Ok(())
             })
         })?;
         Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from((e, h))))
@@ -486,13 +480,12 @@ mod cuda {
         let g = f32_view(s, l)?;
         let d = on_device(csr)?;
         let (h32, c32, e32, n32) = (h as u32, c as u32, e as u32, n as u32);
-        let ptx = ptx()?;
         let (len, shape) = if wrt == 2 {
             (h * c, Shape::from((h, c)))
         } else {
             (n * h * c, Shape::from((n, h, c)))
         };
-        let out = dev.alloc_zeros::<f32>(len.max(1))?;
+        let out = zeros(&dev, len)?;
         with_view::<f32, _>(x_l, "gat_scores", |xl| {
             with_view::<f32, _>(x_r, "gat_scores", |xr| {
                 with_view::<f32, _>(att, "gat_scores", |att| {
@@ -502,66 +495,59 @@ mod cuda {
                     if wrt == 2 {
                         // One thread per (channel, chunk of edges): few atomics on H·C slots.
                         let chunk: u32 = 256;
-                        let threads = (h * c) as u32 * e32.div_ceil(chunk);
-                        let func =
-                            dev.get_or_load_custom_func("gat_scores_grad_att_f32", MODULE, ptx)?;
+                        let threads = h * c * e32.div_ceil(chunk) as usize;
+                        let launch = Launch::new(&dev, "gat_scores_grad_att_f32", threads)?;
                         return with_view::<u32, _>(d.src(), "gat_scores", |src| {
                             with_view::<u32, _>(d.dst(), "gat_scores", |dst| {
-                                let mut b = func.builder();
-                                b.arg(src);
-                                b.arg(dst);
-                                b.arg(&g);
-                                b.arg(xl);
-                                b.arg(xr);
-                                b.arg(&out);
-                                b.arg(&e32);
-                                b.arg(&h32);
-                                b.arg(&c32);
-                                b.arg(&slope);
-                                b.arg(&chunk);
-                                // SAFETY: the arguments are pushed in the order and types of
-                                // `gat_scores_grad_att_f32` in kernels/message_passing.cu; the
-                                // index arrays come from a `Csr` whose ids `Csr::new` checked (<
-                                // num_nodes, < num_edges), the float buffers have the shapes the
-                                // wrapper checked against the CSR (`gat_scores`), `out` was
-                                // allocated with the h·c elements the guard in the kernel bounds
-                                // the threads to, and every buffer outlives the launch (candle's
-                                // stream orders it before any later use or free).
-                                unsafe { b.launch(LaunchConfig::for_num_elems(threads)) }.w()?;
-                                Ok(())
+                                // SAFETY: `Launch::run`'s contract: `gat_scores_grad_att_f32`'s
+                                // parameters in order; a `Csr`'s arrays; the gradient, x_l and x_r
+                                // of the shapes `gat_scores` checked; the threads add into
+                                // `out`'s h·c elements.
+                                unsafe {
+                                    launch.run(|b| {
+                                        b.arg(src);
+                                        b.arg(dst);
+                                        b.arg(&g);
+                                        b.arg(xl);
+                                        b.arg(xr);
+                                        b.arg(&out);
+                                        b.arg(&e32);
+                                        b.arg(&h32);
+                                        b.arg(&c32);
+                                        b.arg(&slope);
+                                        b.arg(&chunk);
+                                    })
+                                }
                             })
                         });
                     }
                     let sorted = if wrt == 0 { d.by_src() } else { d.by_dst() };
-                    let func = dev.get_or_load_custom_func("gat_scores_grad_x_f32", MODULE, ptx)?;
+                    let launch = Launch::new(&dev, "gat_scores_grad_x_f32", len)?;
                     with_view::<u32, _>(sorted.ptr(), "gat_scores", |ptr| {
                         with_view::<u32, _>(sorted.other(), "gat_scores", |other| {
                             with_view::<u32, _>(sorted.edge(), "gat_scores", |edge| {
                                 let node_is_src: u32 = u32::from(wrt == 0);
-                                let mut b = func.builder();
-                                b.arg(ptr);
-                                b.arg(other);
-                                b.arg(edge);
-                                b.arg(&g);
-                                b.arg(xl);
-                                b.arg(xr);
-                                b.arg(att);
-                                b.arg(&out);
-                                b.arg(&n32);
-                                b.arg(&h32);
-                                b.arg(&c32);
-                                b.arg(&slope);
-                                b.arg(&node_is_src);
-                                // SAFETY: the arguments are pushed in the order and types of
-                                // `gat_scores_grad_x_f32` in kernels/message_passing.cu; the index
-                                // arrays come from a `Csr` whose ids `Csr::new` checked (<
-                                // num_nodes, < num_edges), the float buffers have the shapes the
-                                // wrapper checked against the CSR (`gat_scores`), `out` was
-                                // allocated with the n·h·c elements the guard in the kernel bounds
-                                // the threads to, and every buffer outlives the launch (candle's
-                                // stream orders it before any later use or free).
-                                unsafe { b.launch(LaunchConfig::for_num_elems(len as u32)) }.w()?;
-                                Ok(())
+                                // SAFETY: `Launch::run`'s contract: `gat_scores_grad_x_f32`'s
+                                // parameters in order; a `Csr`'s arrays; the gradient, x_l, x_r
+                                // and att of the shapes `gat_scores` checked; `out` holds the
+                                // n·h·c elements of the n·h·c threads.
+                                unsafe {
+                                    launch.run(|b| {
+                                        b.arg(ptr);
+                                        b.arg(other);
+                                        b.arg(edge);
+                                        b.arg(&g);
+                                        b.arg(xl);
+                                        b.arg(xr);
+                                        b.arg(att);
+                                        b.arg(&out);
+                                        b.arg(&n32);
+                                        b.arg(&h32);
+                                        b.arg(&c32);
+                                        b.arg(&slope);
+                                        b.arg(&node_is_src);
+                                    })
+                                }
                             })
                         })
                     })

@@ -115,15 +115,100 @@ pub(crate) const MIN_ROWS_PER_TASK: usize = 64;
 /// the split changes no value.
 pub(crate) const ELEMENTS_PER_TASK: usize = 1 << 14;
 
+/// The CUDA side: the modules' PTX, device views of tensors, and the one way this crate starts a
+/// kernel ([`cuda::Launch`], whose `run` carries the one safety contract of every launch).
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda {
-    use candle_core::cuda_backend::cudarc::driver::CudaView;
+    use candle_core::cuda_backend::cudarc::driver::{
+        CudaFunction, CudaSlice, CudaStream, CudaView, LaunchArgs, LaunchConfig,
+    };
     use candle_core::cuda_backend::cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
+    use candle_core::cuda_backend::{CudaDevice, WrapErr};
     use candle_core::{Storage, Tensor};
-    use std::sync::OnceLock;
+    use std::sync::{Arc, OnceLock};
 
     /// The message-passing kernels' source, compiled once per process by NVRTC.
     pub(crate) const MODULE: &str = "workbook_message_passing";
+
+    /// `len` zeroed `f32`s on `dev`, at least one (CUDA refuses an empty allocation), for a
+    /// kernel's output.
+    pub(crate) fn zeros(dev: &CudaDevice, len: usize) -> candle_core::Result<CudaSlice<f32>> {
+        dev.alloc_zeros::<f32>(len.max(1))
+    }
+
+    /// One launch of kernel `name` of the module `module` (compiled from `ptx`, once per
+    /// process and device), over `threads` threads in blocks of the driver's default size.
+    pub(crate) struct Launch {
+        stream: Arc<CudaStream>,
+        func: CudaFunction,
+        threads: u32,
+    }
+
+    impl Launch {
+        /// A launch of `name` from the message-passing module ([`MODULE`]).
+        pub(crate) fn new(
+            dev: &CudaDevice,
+            name: &str,
+            threads: usize,
+        ) -> candle_core::Result<Self> {
+            Self::of(dev, MODULE, ptx()?, name, threads)
+        }
+
+        /// A launch of `name` from `module`, compiled from `ptx`.
+        pub(crate) fn of(
+            dev: &CudaDevice,
+            module: &str,
+            ptx: &str,
+            name: &str,
+            threads: usize,
+        ) -> candle_core::Result<Self> {
+            let threads = u32::try_from(threads).map_err(|_| {
+                candle_core::Error::Msg(format!(
+                    "{name}: {threads} threads is more than one CUDA launch takes (2^32 - 1)"
+                ))
+            })?;
+            Ok(Self {
+                stream: dev.cuda_stream(),
+                func: dev
+                    .get_or_load_custom_func(name, module, ptx)?
+                    .into_cuda_function(),
+                threads,
+            })
+        }
+
+        /// Pushes the kernel's arguments with `push` and launches it; nothing when there are no
+        /// threads.
+        ///
+        /// # Safety
+        ///
+        /// The one contract of every kernel this crate launches (`kernels/*.cu`):
+        ///
+        /// 1. `push` pushes exactly the kernel's parameters, in their order and with their
+        ///    types (device views of `u32` or `f32`, `u32` or `f32` scalars);
+        /// 2. every index array it passes holds ids the kernel may use without checking: a
+        ///    [`Csr`](crate::ops::Csr)'s arrays, whose ids `Csr::new` checked
+        ///    (< num_nodes, < num_edges), or indices the caller checked against the sizes it
+        ///    passes;
+        /// 3. every buffer holds the elements the kernel reads or writes for `threads` threads:
+        ///    each kernel bounds its thread id by the sizes passed to it, and the output was
+        ///    allocated ([`zeros`]) with the elements those sizes name;
+        /// 4. every buffer outlives the launch: it is borrowed for the call, and candle's stream
+        ///    orders the kernel before any later use or free of its memory.
+        pub(crate) unsafe fn run<'a>(
+            &'a self,
+            push: impl FnOnce(&mut LaunchArgs<'a>),
+        ) -> candle_core::Result<()> {
+            if self.threads == 0 {
+                return Ok(());
+            }
+            let mut b = self.stream.launch_builder(&self.func);
+            push(&mut b);
+            // SAFETY: the caller keeps `run`'s contract (above): the arguments match the
+            // kernel, the indices are in range, the buffers are large enough and outlive it.
+            unsafe { b.launch(LaunchConfig::for_num_elems(self.threads)) }.w()?;
+            Ok(())
+        }
+    }
 
     pub(crate) fn ptx() -> candle_core::Result<&'static str> {
         static PTX: OnceLock<Result<String, String>> = OnceLock::new();

@@ -178,11 +178,11 @@ pub const CUDA_DTYPES: &[DType] = &[DType::F32];
 
 #[cfg(feature = "cuda")]
 mod cuda {
+    use super::super::kernel_support::cuda::{zeros, Launch};
     use super::CUDA_SOURCE;
     use candle_core::backend::BackendStorage;
-    use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
+    use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
     use candle_core::cuda_backend::cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
-    use candle_core::cuda_backend::WrapErr;
     use candle_core::{CudaStorage, Layout, Shape};
     use std::sync::OnceLock;
 
@@ -223,43 +223,45 @@ mod cuda {
         let src = src.slice(l1.start_offset()..);
         let index = index.slice(l2.start_offset()..);
         let len = n * width;
-        // SAFETY: `alloc` leaves the memory uninitialised; `segment_max_fill_f32` below writes all
-        // `len` elements before anything reads them, and nothing reads `out` in between.
-        let out = unsafe { dev.alloc::<f32>(len.max(1))? };
+        let out = zeros(&dev, len)?;
         let ptx = ptx()?;
         let (len32, rows32, width32) = (len as u32, rows as u32, width as u32);
+        let launch = |name, threads| Launch::of(&dev, MODULE, ptx, name, threads);
 
-        let fill = dev.get_or_load_custom_func("segment_max_fill_f32", MODULE, ptx)?;
-        let mut b = fill.builder();
-        b.arg(&out);
-        b.arg(&len32);
-        // SAFETY: arguments in the order and types of `segment_max_fill_f32`
-        // (kernels/segment_max.cu); `out` has `len.max(1)` elements and the kernel guards
-        // `i < len`.
-        unsafe { b.launch(LaunchConfig::for_num_elems(len32.max(1))) }.w()?;
+        let fill = launch("segment_max_fill_f32", len)?;
+        // SAFETY: `Launch::run`'s contract: `segment_max_fill_f32`'s parameters
+        // (kernels/segment_max.cu); `out` holds the `len` elements of the `len` threads.
+        unsafe {
+            fill.run(|b| {
+                b.arg(&out);
+                b.arg(&len32);
+            })
+        }?;
 
-        if rows > 0 {
-            let scatter = dev.get_or_load_custom_func("segment_max_scatter_f32", MODULE, ptx)?;
-            let mut b = scatter.builder();
-            b.arg(&src);
-            b.arg(&index);
-            b.arg(&out);
-            b.arg(&rows32);
-            b.arg(&width32);
-            // SAFETY: arguments in the order and types of `segment_max_scatter_f32`; the kernel
-            // guards `i < rows·width`, `src` is `[rows, width]` and `index` `[rows]` (checked by
-            // `segment_max`), and every `index[e]` is below `n` (checked by `segment_max` before
-            // the launch), so `out[index[e]·width + h]` is inside its `n·width` elements.
-            unsafe { b.launch(LaunchConfig::for_num_elems(rows32 * width32)) }.w()?;
-        }
+        let scatter = launch("segment_max_scatter_f32", rows * width)?;
+        // SAFETY: `Launch::run`'s contract: `segment_max_scatter_f32`'s parameters; `src` is
+        // `[rows, width]` and `index` `[rows]` (checked by `segment_max`), every `index[e]` is
+        // below `n` (checked by `segment_max` before the launch), so the rows·width threads
+        // write `out[index[e]·width + h]` inside its `n·width` elements.
+        unsafe {
+            scatter.run(|b| {
+                b.arg(&src);
+                b.arg(&index);
+                b.arg(&out);
+                b.arg(&rows32);
+                b.arg(&width32);
+            })
+        }?;
 
-        let finish = dev.get_or_load_custom_func("segment_max_finish_f32", MODULE, ptx)?;
-        let mut b = finish.builder();
-        b.arg(&out);
-        b.arg(&len32);
-        // SAFETY: arguments in the order and types of `segment_max_finish_f32`; `out` has
-        // `len.max(1)` elements and the kernel guards `i < len`.
-        unsafe { b.launch(LaunchConfig::for_num_elems(len32.max(1))) }.w()?;
+        let finish = launch("segment_max_finish_f32", len)?;
+        // SAFETY: `Launch::run`'s contract: `segment_max_finish_f32`'s parameters; `out` holds
+        // the `len` elements of the `len` threads.
+        unsafe {
+            finish.run(|b| {
+                b.arg(&out);
+                b.arg(&len32);
+            })
+        }?;
 
         Ok((
             CudaStorage::wrap_cuda_slice(out, dev),

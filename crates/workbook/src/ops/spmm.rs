@@ -291,11 +291,10 @@ impl CustomOp2 for EdgeDot {
 
 #[cfg(feature = "cuda")]
 mod cuda {
-    use super::super::kernel_support::cuda::{ptx, with_view, MODULE};
+    use super::super::kernel_support::cuda::{with_view, zeros, Launch};
     use super::Csr;
     use candle_core::backend::BackendStorage;
-    use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
-    use candle_core::cuda_backend::WrapErr;
+    use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
     use candle_core::{CudaStorage, Layout, Shape};
 
     fn f32_view<'a>(
@@ -332,34 +331,28 @@ mod cuda {
         let d = on_device(csr)?;
         let sorted = if transpose { d.by_src() } else { d.by_dst() };
         let len = n * h * c;
-        let out = dev.alloc_zeros::<f32>(len.max(1))?;
-        let func = dev.get_or_load_custom_func("spmm_f32", MODULE, ptx()?)?;
+        let out = zeros(&dev, len)?;
+        let launch = Launch::new(&dev, "spmm_f32", len)?;
         let (n32, h32, c32) = (n as u32, h as u32, c as u32);
         with_view::<u32, _>(sorted.ptr(), "csr_spmm", |ptr| {
             with_view::<u32, _>(sorted.other(), "csr_spmm", |other| {
                 with_view::<u32, _>(sorted.edge(), "csr_spmm", |edge| {
-                    if len == 0 {
-                        return Ok(());
+                    // SAFETY: `Launch::run`'s contract: `spmm_f32`'s parameters in order; a
+                    // `Csr`'s arrays; x and w of the shapes `csr_spmm` checked against it; `out`
+                    // holds the n·h·c elements of the n·h·c threads.
+                    unsafe {
+                        launch.run(|b| {
+                            b.arg(ptr);
+                            b.arg(other);
+                            b.arg(edge);
+                            b.arg(&x);
+                            b.arg(&w);
+                            b.arg(&out);
+                            b.arg(&n32);
+                            b.arg(&h32);
+                            b.arg(&c32);
+                        })
                     }
-                    let mut b = func.builder();
-                    b.arg(ptr);
-                    b.arg(other);
-                    b.arg(edge);
-                    b.arg(&x);
-                    b.arg(&w);
-                    b.arg(&out);
-                    b.arg(&n32);
-                    b.arg(&h32);
-                    b.arg(&c32);
-                    // SAFETY: the arguments are pushed in the order and types of `spmm_f32` in
-                    // kernels/message_passing.cu; the index arrays come from a `Csr` whose ids
-                    // `Csr::new` checked (< num_nodes, < num_edges), the float buffers have the
-                    // shapes the wrapper checked against the CSR (`csr_spmm`), `out` was allocated
-                    // with the n·h·c elements the guard in the kernel bounds the threads to, and
-                    // every buffer outlives the launch (candle's stream orders it before any later
-                    // use or free).
-                    unsafe { b.launch(LaunchConfig::for_num_elems(len as u32)) }.w()?;
-                    Ok(())
                 })
             })
         })?;
@@ -389,32 +382,26 @@ mod cuda {
             (d.dst(), d.src())
         };
         let len = e * h;
-        let out = dev.alloc_zeros::<f32>(len.max(1))?;
-        let func = dev.get_or_load_custom_func("edge_dot_f32", MODULE, ptx()?)?;
+        let out = zeros(&dev, len)?;
+        let launch = Launch::new(&dev, "edge_dot_f32", len)?;
         let (e32, h32, c32) = (e as u32, h as u32, c as u32);
         with_view::<u32, _>(to, "csr_spmm", |to| {
             with_view::<u32, _>(from, "csr_spmm", |from| {
-                if len == 0 {
-                    return Ok(());
+                // SAFETY: `Launch::run`'s contract: `edge_dot_f32`'s parameters in order; a
+                // `Csr`'s arrays; the two float buffers of the shapes `csr_spmm` (whose backward
+                // this is) checked; `out` holds the e·h elements of the e·h threads.
+                unsafe {
+                    launch.run(|b| {
+                        b.arg(to);
+                        b.arg(from);
+                        b.arg(&a);
+                        b.arg(&bsrc);
+                        b.arg(&out);
+                        b.arg(&e32);
+                        b.arg(&h32);
+                        b.arg(&c32);
+                    })
                 }
-                let mut b = func.builder();
-                b.arg(to);
-                b.arg(from);
-                b.arg(&a);
-                b.arg(&bsrc);
-                b.arg(&out);
-                b.arg(&e32);
-                b.arg(&h32);
-                b.arg(&c32);
-                // SAFETY: the arguments are pushed in the order and types of `edge_dot_f32` in
-                // kernels/message_passing.cu; the index arrays come from a `Csr` whose ids
-                // `Csr::new` checked (< num_nodes, < num_edges), the float buffers have the shapes
-                // the wrapper checked against the CSR (`csr_spmm`, whose backward this is), `out`
-                // was allocated with the e·h elements the guard in the kernel bounds the threads
-                // to, and every buffer outlives the launch (candle's stream orders it before any
-                // later use or free).
-                unsafe { b.launch(LaunchConfig::for_num_elems(len as u32)) }.w()?;
-                Ok(())
             })
         })?;
         Ok((CudaStorage::wrap_cuda_slice(out, dev), Shape::from((e, h))))
