@@ -112,6 +112,7 @@ pub fn load_with_config(
     config: ModelConfig,
     map_location: impl Into<Placement>,
 ) -> Result<Model> {
+    config.validate()?;
     let file = tensor_file::read(path, &Device::Cpu)?;
     from_file(path, config, file.tensors, map_location.into())
 }
@@ -126,6 +127,7 @@ pub fn load_stripping_prefix(
     map_location: impl Into<Placement>,
     prefix: &str,
 ) -> Result<Model> {
+    config.validate()?;
     let file = tensor_file::read(path, &Device::Cpu)?;
     let tensors = strip_prefix(file.tensors, prefix)?;
     from_file(path, config, tensors, map_location.into())
@@ -177,6 +179,7 @@ pub fn strip_prefix(
 /// [`WorkbookError::WrappedWeights`]).
 pub use crate::error::wrapper_of;
 
+/// The model of `tensors` read from `path`, for a `config` the caller validated.
 fn from_file(
     path: &Path,
     config: ModelConfig,
@@ -225,7 +228,7 @@ fn from_file(
             Ok((name, moved))
         })
         .collect::<Result<HashMap<_, _>>>()?;
-    match Model::from_tensors(config, &tensors, &at) {
+    match Model::from_checked_tensors(config, &tensors, at) {
         Ok(model) if unexpected.is_empty() => Ok(model),
         Ok(_) => Err(with_path(unexpected)),
         Err(WorkbookError::WeightsMismatch(mut problems)) => {

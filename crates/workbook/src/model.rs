@@ -342,7 +342,17 @@ impl Model {
         tensors: &HashMap<String, Tensor>,
         at: impl Into<Placement>,
     ) -> Result<Self> {
-        let at = at.into();
+        config.validate()?;
+        Self::from_checked_tensors(config, tensors, at.into())
+    }
+
+    /// [`Model::from_tensors`] of a config already validated (read by
+    /// [`ModelConfig::from_json`], which validates it).
+    pub(crate) fn from_checked_tensors(
+        config: ModelConfig,
+        tensors: &HashMap<String, Tensor>,
+        at: Placement,
+    ) -> Result<Self> {
         let expected: Vec<String> = config
             .parameter_shapes()
             .into_iter()

@@ -469,3 +469,59 @@ fn onnx_export_matches_onnxruntime_on_several_graph_sizes() {
         "{stdout}"
     );
 }
+
+#[test]
+fn the_export_reads_parameters_through_the_ledger_and_refuses_half_precision_in_one_sentence() {
+    let ledger = workbook::ledger::Ledger::new();
+    let sim = Placement::sim(3).with_ledger(&ledger);
+    let (model, _) = Model::init(ModelConfig::gcn(34, 8, 4), 0, &sim).unwrap();
+    ledger.clear();
+    onnx::to_onnx(&model, &onnx::OnnxOptions::default()).unwrap();
+    // one copy to the host per parameter, named as the parameter, with its size
+    let copies: Vec<(String, String, String, u64)> = ledger
+        .transfers()
+        .iter()
+        .map(|t| (t.what.clone(), t.from.clone(), t.to.clone(), t.bytes))
+        .collect();
+    let expected: Vec<(String, String, String, u64)> = model
+        .named_parameters()
+        .iter()
+        .map(|(n, t)| (n.clone(), "sim:3".into(), "cpu".into(), 4 * t.elem_count() as u64))
+        .collect();
+    assert_eq!(copies, expected);
+    // the float32 rule: the same sentence from the ONNX export, the safetensors export and the
+    // pre-flight
+    let half = model.to_dtype(DType::F16).unwrap();
+    let want = "parameter 'conv1.lin.weight' is F16; exports are float32: convert with model.to_dtype(DType::F32) (PyTorch: model.float())";
+    let onnx_err = onnx::to_onnx(&half, &onnx::OnnxOptions::default()).unwrap_err();
+    assert!(matches!(onnx_err, WorkbookError::Float32 { found: DType::F16, .. }));
+    assert_eq!(onnx_err.to_string(), want);
+    let dir = tempfile::tempdir().unwrap();
+    let st_err = st_export::export(&half, &dir.path().join("m.safetensors")).unwrap_err();
+    assert_eq!(st_err.to_string(), want);
+    let graph = datasets::karate(&sim).unwrap();
+    let problems = preflight_err(&half, &Example::from_graph(&graph), false);
+    assert!(problems.iter().any(|p| p == want), "{problems:?}");
+}
+
+#[test]
+fn the_varmap_init_returns_is_the_model_s_own() {
+    let (model, vars) = Model::init(ModelConfig::gcn(34, 8, 4), 0, cpu()).unwrap();
+    let own = model.vars().unwrap();
+    let map = vars.data().lock().unwrap();
+    assert_eq!(own.len(), map.len());
+    for (name, var) in &own {
+        // the same variable: a write through one is seen by the other
+        let in_map = &map[name];
+        var.set(&var.as_tensor().ones_like().unwrap()).unwrap();
+        assert_eq!(
+            max_abs_diff(in_map.as_tensor(), &var.as_tensor().ones_like().unwrap()),
+            0.0,
+            "{name}"
+        );
+    }
+    // and the model's tensors are those variables
+    for (name, t) in model.named_parameters() {
+        assert_eq!(max_abs_diff(&t, &t.ones_like().unwrap()), 0.0, "{name}");
+    }
+}
