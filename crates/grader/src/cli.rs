@@ -167,6 +167,10 @@ struct Cli {
     /// Maintainers: rewrite crates/grader/checksums.txt from the current exercises.
     #[arg(long)]
     update_checksums: bool,
+    /// Maintainers: turn every whole file of the known-wrong solutions into a patch against the
+    /// reference solution (`<file>.patch`).
+    #[arg(long)]
+    wrong_to_patches: bool,
     /// With --watch: stop after this many re-grades (for tests).
     #[arg(long, hide = true)]
     watch_rounds: Option<usize>,
@@ -266,6 +270,11 @@ fn run(cli: Cli) -> Result<i32> {
     }
     let selection = Selection::parse(&cli.selection);
     let selected = catalog.select(&selection)?;
+    if cli.wrong_to_patches {
+        let made = wrong::to_patches(&root, &selected)?;
+        println!("{made} whole wrong files turned into patches against the reference solutions");
+        return Ok(0);
+    }
     let variant = if cli.solutions {
         Variant::Solutions
     } else {

@@ -58,16 +58,7 @@ pub fn markdown(name: &str, report: &Report, hidden: &Hidden, released: bool) ->
             );
         }
     }
-    for (title, list) in [
-        (
-            "Not read (the stub was graded instead)",
-            &report.refused_files,
-        ),
-        (
-            "Changed but not graded (only the files each exercise asks you to edit are)",
-            &report.ignored_files,
-        ),
-    ] {
+    for (title, list) in not_graded(report) {
         if !list.is_empty() {
             md += &format!("## {title}\n\n");
             for item in list {
@@ -78,6 +69,21 @@ pub fn markdown(name: &str, report: &Report, hidden: &Hidden, released: bool) ->
     }
     md += &format!("## Next\n\n{}\n", next(report));
     md
+}
+
+/// The files of the submission that were not read, and those changed but not graded, with the
+/// heading each list gets.
+fn not_graded(report: &Report) -> [(&'static str, &Vec<String>); 2] {
+    [
+        (
+            "Not read (the stub was graded instead)",
+            &report.refused_files,
+        ),
+        (
+            "Changed but not graded (only the files each exercise asks you to edit are)",
+            &report.ignored_files,
+        ),
+    ]
 }
 
 /// The first unfinished exercise and how to work on it, as commands in the student's clone.
@@ -148,16 +154,7 @@ pub fn html(name: &str, report: &Report, hidden: &Hidden, released: bool) -> Str
         }
         body += "</table>\n";
     }
-    for (title, list) in [
-        (
-            "Not read (the stub was graded instead)",
-            &report.refused_files,
-        ),
-        (
-            "Changed but not graded (only the files each exercise asks you to edit are)",
-            &report.ignored_files,
-        ),
-    ] {
+    for (title, list) in not_graded(report) {
         if !list.is_empty() {
             body += &format!("<h2>{}</h2>\n<ul>\n", e(title));
             for item in list {

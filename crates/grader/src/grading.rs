@@ -354,18 +354,7 @@ impl<'a> Grading<'a> {
                 }
             };
             progress.test_done(&spec.name, status, spec.points, ms);
-            tests.push(TestOutcome {
-                name: spec.name.clone(),
-                points: if status == Status::Passed {
-                    spec.points
-                } else {
-                    0
-                },
-                max_points: spec.points,
-                status,
-                message,
-                duration_ms: ms,
-            });
+            tests.push(TestOutcome::of(spec, status, message, ms));
         }
         if let Some(first) = &compile_error {
             progress.compile_failed(exercise, &compile::first_error(first));

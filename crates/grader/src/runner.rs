@@ -86,6 +86,24 @@ pub struct TestOutcome {
     pub duration_ms: u64,
 }
 
+impl TestOutcome {
+    /// The outcome of graded test `spec`: its points when it passed, none otherwise.
+    pub fn of(spec: &TestSpec, status: Status, message: String, duration_ms: u64) -> Self {
+        Self {
+            name: spec.name.clone(),
+            points: if status == Status::Passed {
+                spec.points
+            } else {
+                0
+            },
+            max_points: spec.points,
+            status,
+            message,
+            duration_ms,
+        }
+    }
+}
+
 /// One exercise's result.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ExerciseOutcome {
@@ -218,18 +236,7 @@ pub fn grade(root: &Path, exercise: &Exercise, options: &RunOptions) -> Result<E
                 options
                     .progress
                     .test_done(&spec.name, status, spec.points, duration_ms);
-                tests.push(TestOutcome {
-                    name: spec.name.clone(),
-                    points: if status == Status::Passed {
-                        spec.points
-                    } else {
-                        0
-                    },
-                    max_points: spec.points,
-                    status,
-                    message,
-                    duration_ms,
-                });
+                tests.push(TestOutcome::of(spec, status, message, duration_ms));
             }
         }
     }

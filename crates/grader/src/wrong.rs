@@ -8,8 +8,10 @@
 //! must_fail = ["copies_the_graph_only_when_it_is_elsewhere"]
 //! ```
 //!
-//! and replacement files at paths relative to the exercise crate (`src/fix_the_mismatch.rs`),
-//! each listed under `edit` in the exercise's `exercise.toml`. `cargo grade --wrong` grades the
+//! and, for each `edit` file it changes (a path of the exercise crate, `src/fix_the_mismatch.rs`),
+//! a unified diff against the reference solution's file (`src/fix_the_mismatch.rs.patch`: the
+//! mistake is a few lines of a file that is otherwise the solution, and stays readable as such),
+//! or the whole wrong file. `cargo grade --wrong-to-patches` turns whole files into patches. `cargo grade --wrong` grades the
 //! exercise as a teacher grades a student who submitted it, the reference solution with exactly
 //! those files replaced, through the judged stages ([`crate::grading`]: the sandbox, the
 //! observations compared with the reference's), and checks that every `must_fail` test fails. A
@@ -54,8 +56,10 @@ pub struct WrongVariant {
     pub dir: PathBuf,
     /// Its `wrong.toml`, when it parsed.
     pub spec: Option<WrongSpec>,
-    /// Replacement files, relative to the exercise crate, `/`-separated.
+    /// The edit files it replaces, relative to the exercise crate, `/`-separated.
     pub files: Vec<String>,
+    /// Those of `files` given as a patch against the reference solution (`<file>.patch`).
+    pub patched: Vec<String>,
     /// What is wrong with the variant itself (an empty `must_fail`, a file not in `edit`, an
     /// unknown test, a `wrong.toml` that does not parse); empty when it can be graded.
     pub problems: Vec<String>,
@@ -63,6 +67,10 @@ pub struct WrongVariant {
 
 /// Every variant of `exercises` (those of `solutions/<path>/wrong/*/`), checked for problems.
 pub fn discover(root: &Path, exercises: &[&Exercise]) -> Result<Vec<WrongVariant>> {
+    discover_in(root, exercises)
+}
+
+fn discover_in(root: &Path, exercises: &[&Exercise]) -> Result<Vec<WrongVariant>> {
     let mut found = Vec::new();
     for exercise in exercises {
         let base = exercise.dir(root, Variant::Solutions).join("wrong");
@@ -75,13 +83,13 @@ pub fn discover(root: &Path, exercises: &[&Exercise]) -> Result<Vec<WrongVariant
             .collect();
         dirs.sort();
         for dir in dirs {
-            found.push(check(exercise, &dir)?);
+            found.push(check(root, exercise, &dir)?);
         }
     }
     Ok(found)
 }
 
-fn check(exercise: &Exercise, dir: &Path) -> Result<WrongVariant> {
+fn check(root: &Path, exercise: &Exercise, dir: &Path) -> Result<WrongVariant> {
     let slug = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -114,29 +122,107 @@ fn check(exercise: &Exercise, dir: &Path) -> Result<WrongVariant> {
             }
         }
     }
-    let mut files = Vec::new();
-    collect(dir, dir, &mut files)?;
-    files.retain(|f| f != "wrong.toml");
-    if files.is_empty() {
-        problems
-            .push("no replacement files: add the wrong version of a file the student edits".into());
+    let mut found = Vec::new();
+    collect(dir, dir, &mut found)?;
+    found.retain(|f| f != "wrong.toml");
+    if found.is_empty() {
+        problems.push(
+            "no replacement files: add a patch (or the wrong version) of a file the student edits"
+                .into(),
+        );
     }
-    for file in &files {
-        if !exercise.spec.edit.contains(file) {
+    let mut files = Vec::new();
+    let mut patched = Vec::new();
+    for file in &found {
+        let target = file.strip_suffix(".patch").unwrap_or(file).to_string();
+        if !exercise.spec.edit.contains(&target) {
             problems.push(format!(
                 "{file} is not a file students edit (edit = {:?} in exercise.toml)",
                 exercise.spec.edit
             ));
+            continue;
         }
+        if target != *file {
+            patched.push(target.clone());
+        }
+        files.push(target);
     }
-    Ok(WrongVariant {
+    let mut variant = WrongVariant {
         exercise: exercise.id.clone(),
         slug,
         dir: dir.to_path_buf(),
         spec,
         files,
+        patched,
         problems,
-    })
+    };
+    for file in variant.patched.clone() {
+        if let Err(why) = variant_file(root, exercise, &variant, &file) {
+            variant.problems.push(why);
+        }
+    }
+    Ok(variant)
+}
+
+/// The reference solution's `file` of `exercise` (an edit file), as `variant` has it: its patch
+/// applied, its whole file, or the reference's own when it does not change it.
+pub fn variant_file(
+    root: &Path,
+    exercise: &Exercise,
+    variant: &WrongVariant,
+    file: &str,
+) -> std::result::Result<Vec<u8>, String> {
+    let reference = exercise.dir(root, Variant::Solutions).join(file);
+    let read = |p: &Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    if variant.patched.iter().any(|f| f == file) {
+        let patch_path = variant.dir.join(format!("{file}.patch"));
+        let patch_text = String::from_utf8(read(&patch_path)?)
+            .map_err(|_| format!("{}: not UTF-8", patch_path.display()))?;
+        let base = String::from_utf8(read(&reference)?)
+            .map_err(|_| format!("{}: not UTF-8", reference.display()))?;
+        let patch = diffy::Patch::from_str(&patch_text)
+            .map_err(|e| format!("{}: not a unified diff ({e})", patch_path.display()))?;
+        return diffy::apply(&base, &patch).map(String::into_bytes).map_err(|e| {
+            format!(
+                "{} no longer applies to the reference solution ({e}): fix the patch, or write the whole wrong file and run cargo grade --wrong-to-patches",
+                patch_path.display()
+            )
+        });
+    }
+    if variant.files.iter().any(|f| f == file) {
+        return read(&variant.dir.join(file));
+    }
+    read(&reference)
+}
+
+/// Turns every whole wrong file of `exercises`' variants into a patch against the reference
+/// solution (`<file>.patch`, the whole file removed); returns how many.
+pub fn to_patches(root: &Path, exercises: &[&Exercise]) -> Result<usize> {
+    let mut made = 0;
+    for variant in discover_in(root, exercises)? {
+        let Some(exercise) = exercises.iter().find(|e| e.id == variant.exercise) else {
+            continue;
+        };
+        for file in variant
+            .files
+            .iter()
+            .filter(|f| !variant.patched.contains(f))
+        {
+            let whole = variant.dir.join(file);
+            let reference = exercise.dir(root, Variant::Solutions).join(file);
+            let (Ok(wrong), Ok(base)) = (
+                std::fs::read_to_string(&whole),
+                std::fs::read_to_string(&reference),
+            ) else {
+                continue;
+            };
+            let patch = diffy::create_patch(&base, &wrong).to_string();
+            write_atomically(&variant.dir.join(format!("{file}.patch")), patch.as_bytes())?;
+            std::fs::remove_file(&whole).map_err(|e| GradeError::io(&whole, e))?;
+            made += 1;
+        }
+    }
+    Ok(made)
 }
 
 fn collect(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
@@ -292,11 +378,13 @@ fn solution_files(
 ) -> Result<std::collections::BTreeMap<String, Vec<u8>>> {
     let mut files = std::collections::BTreeMap::new();
     for file in &exercise.spec.edit {
-        let source = match variant {
-            Some(v) if v.files.contains(file) => v.dir.join(file),
-            _ => exercise.dir(root, Variant::Solutions).join(file),
+        let bytes = match variant {
+            Some(v) => variant_file(root, exercise, v, file).map_err(GradeError::Handout)?,
+            None => {
+                let source = exercise.dir(root, Variant::Solutions).join(file);
+                std::fs::read(&source).map_err(|e| GradeError::io(&source, e))?
+            }
         };
-        let bytes = std::fs::read(&source).map_err(|e| GradeError::io(&source, e))?;
         files.insert(format!("exercises/{}/{file}", exercise.path), bytes);
     }
     Ok(files)

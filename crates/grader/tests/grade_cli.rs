@@ -561,6 +561,27 @@ fn known_wrong_solutions_must_fail_the_tests_they_name() {
         STUB
     );
 
+    // Kept as a patch against the reference solution, the mistake is graded the same.
+    let out = grade(root, &["--wrong-to-patches"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let patch = wrong.join("subtracts/src/demo.rs.patch");
+    assert!(!wrong.join("subtracts/src/demo.rs").exists());
+    let patch_text = std::fs::read_to_string(&patch).unwrap();
+    assert!(
+        patch_text.contains("-    a + b") && patch_text.contains("+    a - b"),
+        "{patch_text}"
+    );
+    let out = grade(root, &["--wrong"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(report(wrong_json.clone())["rows"][1]["caught"], true);
+    // A patch that no longer applies to the reference is the variant's error, not a silent pass.
+    std::fs::write(&patch, patch_text.replace("-    a + b", "-    a + c")).unwrap();
+    let out = grade(root, &["--wrong"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let error = report(wrong_json.clone())["rows"][1]["error"].to_string();
+    assert!(error.contains("no longer applies"), "{error}");
+    std::fs::write(&patch, &patch_text).unwrap();
+
     // A mistake the named test does not catch fails the run; so do a bad variant and one that
     // does not compile.
     write(

@@ -89,6 +89,15 @@ fn every_exercise_mirrors_its_solution() {
                 );
             }
         }
+        // What both crates compile the same way is written once: the solution's lib.rs is a
+        // link to the exercise's.
+        let lib = solution.join("src/lib.rs");
+        let linked = std::fs::symlink_metadata(&lib).is_ok_and(|m| m.file_type().is_symlink());
+        assert!(
+            linked,
+            "{}: solutions/{}/src/lib.rs should be a link to the exercise's (ln -s ../../../../exercises/{}/src/lib.rs), not a copy",
+            ex.id, ex.path, ex.path
+        );
         let manifest = |dir: &Path| -> Vec<String> {
             std::fs::read_to_string(dir.join("Cargo.toml"))
                 .unwrap()

@@ -1,9 +1,11 @@
 //! The training loader of a mini-batch run.
 //!
 //! "Put everything on the GPU first" is good advice for full-batch training and wrong for a
-//! sampler: PyG's `NeighborLoader` samples on the CPU, and `input_nodes` on the GPU kills the
-//! kernel (PyG issue 7691). The workbook's loader refuses device-side inputs with
-//! `WorkbookError::SamplerInputOnDevice`. The graph stays on the host; only the batches move.
+//! sampler: PyG's `NeighborLoader` samples on the CPU. PyG 2.3 died of `input_nodes` on the GPU
+//! (issue 7691); since 2.4 (PR 7572) the loader moves sampling inputs to the CPU itself. The
+//! workbook's loader stays stricter and refuses device-side inputs with
+//! `WorkbookError::SamplerInputOnDevice`, so that every copy to the device is one you wrote. The
+//! graph stays on the host; only the batches move.
 
 use workbook::loader::{InputNodes, LoaderConfig, NeighborLoader};
 use workbook::{Graph, Placement, Result};
