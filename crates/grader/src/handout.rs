@@ -30,8 +30,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// What the staged tree copies from the teacher's repository (those that exist).
-/// `scripts/` and `configs/` because tests use them (04-3 runs `scripts/check_onnx.py`).
-const COPIED: [&str; 9] = [
+/// `scripts/` and `configs/` because tests use them (04-3 runs `scripts/check_onnx.py`);
+/// `examples/` because the workspace lists its crates as members.
+const COPIED: [&str; 10] = [
     "Cargo.toml",
     "Cargo.lock",
     "rust-toolchain",
@@ -41,6 +42,7 @@ const COPIED: [&str; 9] = [
     "exercises",
     "scripts",
     "configs",
+    "examples",
 ];
 
 /// The version an exercise crate gets in the staged tree.

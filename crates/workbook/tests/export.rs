@@ -486,7 +486,14 @@ fn the_export_reads_parameters_through_the_ledger_and_refuses_half_precision_in_
     let expected: Vec<(String, String, String, u64)> = model
         .named_parameters()
         .iter()
-        .map(|(n, t)| (n.clone(), "sim:3".into(), "cpu".into(), 4 * t.elem_count() as u64))
+        .map(|(n, t)| {
+            (
+                n.clone(),
+                "sim:3".into(),
+                "cpu".into(),
+                4 * t.elem_count() as u64,
+            )
+        })
         .collect();
     assert_eq!(copies, expected);
     // the float32 rule: the same sentence from the ONNX export, the safetensors export and the
@@ -494,7 +501,13 @@ fn the_export_reads_parameters_through_the_ledger_and_refuses_half_precision_in_
     let half = model.to_dtype(DType::F16).unwrap();
     let want = "parameter 'conv1.lin.weight' is F16; exports are float32: convert with model.to_dtype(DType::F32) (PyTorch: model.float())";
     let onnx_err = onnx::to_onnx(&half, &onnx::OnnxOptions::default()).unwrap_err();
-    assert!(matches!(onnx_err, WorkbookError::Float32 { found: DType::F16, .. }));
+    assert!(matches!(
+        onnx_err,
+        WorkbookError::Float32 {
+            found: DType::F16,
+            ..
+        }
+    ));
     assert_eq!(onnx_err.to_string(), want);
     let dir = tempfile::tempdir().unwrap();
     let st_err = st_export::export(&half, &dir.path().join("m.safetensors")).unwrap_err();

@@ -240,60 +240,94 @@ impl GraphLayer for SageConv {
         h: &str,
         prefix: &str,
     ) -> Result<OnnxLayerOut> {
-        if s.edge_weight.is_some() {
-            return Err(WorkbookError::InvalidConfig(
-                "ONNX export with an edge_weight input: SAGEConv takes no edge weights; export without OnnxOptions::edge_weight".into(),
-            ));
-        }
-        let c = &self.config;
-        // mean over in-edges: scatter-add the source rows and the edge counts, divide.
-        let rows = b.gather_rows(h, &s.src);
-        let width = b.const_i64(&[c.in_channels as i64], &[1]);
-        let shape = b.op(
-            "Concat",
-            &[&s.n_1d, &width],
-            vec![attr_int("axis", 0)],
-            "sage_shape",
-        );
-        let zeros = b.filled(&shape, 0.0, "sage_zeros");
-        let sums = b.scatter_rows(&zeros, &s.dst, &rows, 2, "add");
-        let edge_shape = b.op("Shape", &[&s.src], vec![], "sage_edges");
-        let ones = b.filled(&edge_shape, 1.0, "sage_ones");
-        let zero_counts = b.filled(&s.n_1d, 0.0, "sage_counts0");
-        let counts = b.scatter_rows(&zero_counts, &s.dst, &ones, 1, "add");
-        let one = b.const_f32(&[1.0], &[]);
-        let counts = b.op("Max", &[&counts, &one], vec![], "sage_counts");
-        let counts = b.unsqueeze(&counts, 1);
-        let mean = b.op("Div", &[&sums, &counts], vec![], "sage_mean");
-        let linear = |b: &mut Builder, input: &str, lin: &Linear, name: &str| -> Result<String> {
-            let w = b.param(&format!("{prefix}{name}.weight"), lin.weight())?;
-            let mut inputs = vec![input.to_string(), w];
-            if let Some(bias) = lin.bias() {
-                inputs.push(b.param(&format!("{prefix}{name}.bias"), bias)?);
-            }
-            let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
-            Ok(b.op("Gemm", &inputs, vec![attr_int("transB", 1)], name))
-        };
-        let mut out = linear(b, &mean, &self.lin_l, "lin_l")?;
-        if let Some(lin_r) = &self.lin_r {
-            let root = linear(b, h, lin_r, "lin_r")?;
-            out = b.op("Add", &[&out, &root], vec![], "sage_root");
-        }
-        if c.normalize {
-            let axes = b.const_i64(&[1], &[1]);
-            let norm = b.op(
-                "ReduceL2",
-                &[&out, &axes],
-                vec![attr_int("keepdims", 1)],
-                "sage_norm",
-            );
-            let eps = b.const_f32(&[1e-12], &[]);
-            let norm = b.op("Max", &[&norm, &eps], vec![], "sage_norm_eps");
-            out = b.op("Div", &[&out, &norm], vec![], "sage_normalized");
-        }
-        Ok(OnnxLayerOut {
-            out,
-            attention: None,
-        })
+        lower_onnx(b, s, h, prefix, &self.config, &self.named_parameters())
     }
+}
+
+/// `SAGEConv`'s ONNX lowering (the [`GraphLayer::export_onnx`] of [`SageConv`]), reading the
+/// parameters by their PyG names from `params` (a layer's
+/// [`named_parameters`](workbook::Module::named_parameters)): a SAGE layer of your own exports
+/// through it too, and a parameter its `config` needs but `params` lacks (kept out of the
+/// derive) is an error that names it.
+pub fn lower_onnx(
+    b: &mut Builder,
+    s: &Sizes,
+    h: &str,
+    prefix: &str,
+    config: &SageConfig,
+    params: &[(String, Tensor)],
+) -> Result<OnnxLayerOut> {
+    if s.edge_weight.is_some() {
+        return Err(WorkbookError::Unsupported(
+            "ONNX export with an edge_weight input: SAGEConv takes no edge weights; export without OnnxOptions::edge_weight".into(),
+        ));
+    }
+    let param = |name: &str| -> Result<&Tensor> {
+        params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t)
+            .ok_or_else(|| {
+                let declared: Vec<&str> = params.iter().map(|(n, _)| n.as_str()).collect();
+                WorkbookError::Unsupported(format!(
+                    "SAGEConv's ONNX export needs the parameter '{name}', but the layer declares only {declared:?}: declare it as a field #[derive(Module)] sees"
+                ))
+            })
+    };
+    let c = config;
+    // mean over in-edges: scatter-add the source rows and the edge counts, divide.
+    let rows = b.gather_rows(h, &s.src);
+    let width = b.const_i64(&[c.in_channels as i64], &[1]);
+    let shape = b.op(
+        "Concat",
+        &[&s.n_1d, &width],
+        vec![attr_int("axis", 0)],
+        "sage_shape",
+    );
+    let zeros = b.filled(&shape, 0.0, "sage_zeros");
+    let sums = b.scatter_rows(&zeros, &s.dst, &rows, 2, "add");
+    let edge_shape = b.op("Shape", &[&s.src], vec![], "sage_edges");
+    let ones = b.filled(&edge_shape, 1.0, "sage_ones");
+    let zero_counts = b.filled(&s.n_1d, 0.0, "sage_counts0");
+    let counts = b.scatter_rows(&zero_counts, &s.dst, &ones, 1, "add");
+    let one = b.const_f32(&[1.0], &[]);
+    let counts = b.op("Max", &[&counts, &one], vec![], "sage_counts");
+    let counts = b.unsqueeze(&counts, 1);
+    let mean = b.op("Div", &[&sums, &counts], vec![], "sage_mean");
+    let mut linear = |input: &str, name: &str, bias: bool| -> Result<String> {
+        let w = b.param(
+            &format!("{prefix}{name}.weight"),
+            param(&format!("{name}.weight"))?,
+        )?;
+        let mut inputs = vec![input.to_string(), w];
+        if bias {
+            inputs.push(b.param(
+                &format!("{prefix}{name}.bias"),
+                param(&format!("{name}.bias"))?,
+            )?);
+        }
+        let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+        Ok(b.op("Gemm", &inputs, vec![attr_int("transB", 1)], name))
+    };
+    let mut out = linear(&mean, "lin_l", c.bias)?;
+    if c.root_weight {
+        let root = linear(h, "lin_r", false)?;
+        out = b.op("Add", &[&out, &root], vec![], "sage_root");
+    }
+    if c.normalize {
+        let axes = b.const_i64(&[1], &[1]);
+        let norm = b.op(
+            "ReduceL2",
+            &[&out, &axes],
+            vec![attr_int("keepdims", 1)],
+            "sage_norm",
+        );
+        let eps = b.const_f32(&[1e-12], &[]);
+        let norm = b.op("Max", &[&norm, &eps], vec![], "sage_norm_eps");
+        out = b.op("Div", &[&out, &norm], vec![], "sage_normalized");
+    }
+    Ok(OnnxLayerOut {
+        out,
+        attention: None,
+    })
 }

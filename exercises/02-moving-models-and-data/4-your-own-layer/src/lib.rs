@@ -5,6 +5,7 @@
 //! Edit only `src/my_sage.rs`, at the `TODO:` markers; grade with `cargo grade 02-4`.
 
 pub mod my_sage;
+pub mod my_sage_spec;
 
 // The graded tests. The path is written from the repository root so that the reference solution
 // (solutions/…/src/lib.rs, this same file) compiles the very same tests: written once, no copy.

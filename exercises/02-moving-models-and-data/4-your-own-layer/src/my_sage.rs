@@ -8,7 +8,9 @@
 
 use workbook::candle_core::Tensor;
 use workbook::candle_nn::{Linear, Module as _, VarBuilder};
+use workbook::layers::sage_conv::lower_onnx;
 use workbook::layers::{GraphLayer, LayerInput, LayerOutput, SageConfig};
+use workbook::onnx_graph::{Builder, OnnxLayerOut, Sizes};
 use workbook::{train::Dropout, EdgeIndex, Module, Placement, Result};
 
 #[derive(Clone, Debug, Module)]
@@ -25,8 +27,9 @@ pub struct MySageConv {
 }
 
 impl MySageConv {
-    /// Builds the layer from `vb`, by PyG's names.
-    pub fn new(config: SageConfig, vb: VarBuilder) -> Result<Self> {
+    /// Builds the layer from `vb`, by PyG's names, on `at` (where `vb`'s tensors are: a
+    /// simulated device's live in host memory, so `vb.device()` alone cannot say).
+    pub fn new(config: SageConfig, vb: VarBuilder, at: &Placement) -> Result<Self> {
         let (i, o) = (config.in_channels, config.out_channels);
         let bias = if config.bias {
             Some(vb.get(o, "lin_l.bias")?)
@@ -38,7 +41,7 @@ impl MySageConv {
         Ok(Self {
             config,
             lin_l,
-            at: Placement::of(vb.device()),
+            at: at.clone(),
         })
     }
 }
@@ -70,5 +73,17 @@ impl GraphLayer for MySageConv {
         // TODO: add lin_r(x) with root_weight; with normalize, divide every row by
         // max(its L2 norm, 1e-12) (PyG's F.normalize).
         Ok(LayerOutput::new(out))
+    }
+
+    fn export_onnx(
+        &self,
+        b: &mut Builder,
+        s: &Sizes,
+        h: &str,
+        prefix: &str,
+    ) -> Result<OnnxLayerOut> {
+        // Given: the library's SAGE lowering, which reads your parameters by their PyG names
+        // (a parameter the derive does not see is missing from the export, and named).
+        lower_onnx(b, s, h, prefix, &self.config, &self.named_parameters())
     }
 }

@@ -7,17 +7,29 @@
 //! the outputs and placements cannot be written down in advance.
 
 use super::my_sage::MySageConv;
+use super::my_sage_spec::MySage;
 use scenario::{Json, Scenario, Tolerance};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use workbook::candle_core::{DType, Device, Tensor};
 use workbook::candle_nn::VarBuilder;
 use workbook::device::accelerator_or_sim;
-use workbook::layers::{GraphLayer, LayerInput, SageConfig};
-use workbook::{fixed_device, tensor_file, EdgeIndex, Module, Placement};
+use workbook::export::onnx::{self, OnnxOptions};
+use workbook::layers::{GraphLayer, LayerConfig, LayerInput, LayerRegistry, SageConfig};
+use workbook::train::{TrainConfig, Trainer};
+use workbook::{
+    checkpoint, datasets, fixed_device, tensor_file, EdgeIndex, Model, ModelConfig, Module,
+    Placement,
+};
 
 /// The file under test, from whichever tree (exercises/ or solutions/) is graded.
 const SOURCE: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/my_sage.rs"));
+
+/// Losses of two correct models trained alike differ by float rounding only.
+const SAME_LOSS: Tolerance = Tolerance {
+    abs: 1e-4,
+    rel: 1e-4,
+};
 
 /// Outputs of two correct layers differ by float rounding only.
 const SAME_OUTPUT: Tolerance = Tolerance {
@@ -103,7 +115,7 @@ fn load(path: &Path, s: &Scenario) -> Case {
         .collect();
     let old = Tensor::new(old.as_slice(), &Device::Cpu).unwrap();
     Case {
-        layer: MySageConv::new(config, vb).unwrap(),
+        layer: MySageConv::new(config, vb, &Placement::cpu()).unwrap(),
         x: file.tensors["x"].index_select(&old, 0).unwrap(),
         edge_index: EdgeIndex::new(&src, &dst, n, Placement::cpu()).unwrap(),
         expected: file.tensors["expected.out"].index_select(&old, 0).unwrap(),
@@ -299,4 +311,133 @@ fn no_intermediate_on_a_fixed_device() {
         failures.push(e.to_string());
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A two-layer GraphSAGE for karate (34 features, 4 classes): your layers, or the library's.
+fn two_sage_layers(yours: bool) -> ModelConfig {
+    let layer = |i, o| {
+        let config = SageConfig::new(i, o);
+        if yours {
+            LayerConfig::new(MySage(config))
+        } else {
+            LayerConfig::new(config)
+        }
+    };
+    ModelConfig::new(vec![layer(34, 16), layer(16, 4)])
+}
+
+/// `epochs` epochs of `config` on `graph`: the losses, and the trained model.
+fn train(config: ModelConfig, graph: &workbook::Graph, recipe: &TrainConfig) -> (Vec<f32>, Model) {
+    let which = config.layers[0].spec().layer_type();
+    let mut trainer = Trainer::new(config, graph, recipe)
+        .unwrap_or_else(|e| panic!("a Model of {which} layers could not be made: {e}"));
+    let losses = (0..recipe.epochs)
+        .map(|epoch| match trainer.epoch(graph) {
+            Ok(stats) => stats.loss,
+            Err(e) => panic!("training a Model of {which} layers failed at epoch {epoch}: {e}"),
+        })
+        .collect();
+    (losses, trainer.into_report().model)
+}
+
+#[test]
+fn trains_saves_loads_and_exports_in_a_model() {
+    // Your layer in a Model, as the library's layers are: trained by Trainer on the
+    // accelerator, saved and read back by checkpoint (its kind registered), exported to ONNX.
+    // Everything after `apply` goes through the layer's declared parameters: a tensor the
+    // derive does not see is not saved, not loaded and not exported.
+    let s = scenario::start();
+    let gpu = accelerator(&s);
+    let graph = datasets::karate(&gpu).unwrap();
+    let recipe = TrainConfig {
+        epochs: 30,
+        seed: s.pick("initialisation seed", 0..1000) as u64,
+        ..TrainConfig::gcn()
+    };
+    let (losses, model) = train(two_sage_layers(true), &graph, &recipe);
+    s.observe_within("losses of 30 epochs on karate", &losses, SAME_LOSS);
+    // the library's SAGEConv, from the same initial weights, is the answer
+    let (theirs, _) = train(two_sage_layers(false), &graph, &recipe);
+    let worst = losses
+        .iter()
+        .zip(&theirs)
+        .map(|(a, b)| {
+            if a.is_finite() {
+                (a - b).abs()
+            } else {
+                f32::INFINITY
+            }
+        })
+        .fold(0f32, f32::max);
+    assert!(
+        worst < 1e-4,
+        "trained in a Model, your layers' losses differ from the library's SAGEConv's by up to {worst}:\n yours:   {:?}\n library: {:?}",
+        &losses[..5],
+        &theirs[..5]
+    );
+    assert!(
+        losses[29] < losses[0],
+        "the loss did not fall: {} -> {}",
+        losses[0],
+        losses[29]
+    );
+
+    // saved, and read back onto the accelerator with your layer's kind registered
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("my_sage.safetensors");
+    checkpoint::save(&model, &path).unwrap();
+    let registry = LayerRegistry::builtin().with::<MySage>("MySAGEConv");
+    let back = match checkpoint::load_with(&path, &gpu, &registry) {
+        Ok(back) => back,
+        Err(e) => {
+            s.observe("checkpoint round trip", &e.to_string());
+            panic!("your model was saved but does not load back: {e}");
+        }
+    };
+    let saved: Vec<String> = back
+        .named_parameters()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    s.observe("parameters read back from the checkpoint", &saved);
+    s.observe(
+        "the loaded model's placement",
+        &back.placement().to_string(),
+    );
+    assert_eq!(back.placement(), &gpu, "the checkpoint loaded elsewhere");
+    let before = model.forward_graph(&graph).unwrap().logits;
+    let after = back.forward_graph(&graph).unwrap().logits;
+    if let Some(problem) = differs(&after, &before) {
+        panic!("the model read back from its checkpoint is not the one saved: {problem}");
+    }
+
+    // exported: every parameter of every layer is in the ONNX file, by its name and shape
+    let proto = match onnx::to_onnx(&back, &OnnxOptions::default()) {
+        Ok(proto) => proto,
+        Err(e) => {
+            s.observe("ONNX export", &e.to_string());
+            panic!("your model does not export to ONNX: {e}");
+        }
+    };
+    let mut exported: Vec<(String, Vec<i64>)> = proto
+        .graph
+        .as_ref()
+        .unwrap()
+        .initializer
+        .iter()
+        .filter(|t| !t.name.starts_with("const_"))
+        .map(|t| (t.name.clone(), t.dims.clone()))
+        .collect();
+    exported.sort();
+    s.observe("parameters in the ONNX file", &exported);
+    let mut declared: Vec<(String, Vec<i64>)> = back
+        .named_parameters()
+        .into_iter()
+        .map(|(n, t)| (n, t.dims().iter().map(|&d| d as i64).collect()))
+        .collect();
+    declared.sort();
+    assert_eq!(
+        exported, declared,
+        "the ONNX file's parameters should be the model's own"
+    );
 }

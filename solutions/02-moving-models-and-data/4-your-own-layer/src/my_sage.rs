@@ -8,7 +8,9 @@
 
 use workbook::candle_core::Tensor;
 use workbook::candle_nn::{Linear, Module as _, VarBuilder};
+use workbook::layers::sage_conv::lower_onnx;
 use workbook::layers::{GraphLayer, LayerInput, LayerOutput, SageConfig};
+use workbook::onnx_graph::{Builder, OnnxLayerOut, Sizes};
 use workbook::{train::Dropout, EdgeIndex, Module, Placement, Result};
 
 #[derive(Clone, Debug, Module)]
@@ -24,8 +26,9 @@ pub struct MySageConv {
 }
 
 impl MySageConv {
-    /// Builds the layer from `vb`, by PyG's names.
-    pub fn new(config: SageConfig, vb: VarBuilder) -> Result<Self> {
+    /// Builds the layer from `vb`, by PyG's names, on `at` (where `vb`'s tensors are: a
+    /// simulated device's live in host memory, so `vb.device()` alone cannot say).
+    pub fn new(config: SageConfig, vb: VarBuilder, at: &Placement) -> Result<Self> {
         let (i, o) = (config.in_channels, config.out_channels);
         let bias = if config.bias {
             Some(vb.get(o, "lin_l.bias")?)
@@ -42,7 +45,7 @@ impl MySageConv {
             config,
             lin_l,
             lin_r,
-            at: Placement::of(vb.device()),
+            at: at.clone(),
         })
     }
 }
@@ -81,5 +84,17 @@ impl GraphLayer for MySageConv {
             out = out.broadcast_div(&norm)?;
         }
         Ok(LayerOutput::new(out))
+    }
+
+    fn export_onnx(
+        &self,
+        b: &mut Builder,
+        s: &Sizes,
+        h: &str,
+        prefix: &str,
+    ) -> Result<OnnxLayerOut> {
+        // Given: the library's SAGE lowering, which reads your parameters by their PyG names
+        // (a parameter the derive does not see is missing from the export, and named).
+        lower_onnx(b, s, h, prefix, &self.config, &self.named_parameters())
     }
 }

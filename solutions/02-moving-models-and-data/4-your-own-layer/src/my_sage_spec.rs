@@ -1,0 +1,1 @@
+../../../../exercises/02-moving-models-and-data/4-your-own-layer/src/my_sage_spec.rs
