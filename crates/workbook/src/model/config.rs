@@ -192,7 +192,8 @@ impl ModelConfig {
                 spec.out_channels(),
                 spec.heads(),
             );
-            if i == 0 || o == 0 || heads == 0 {
+            // A lazy layer's in_channels (-1 in the config) is 0 until its first forward pass.
+            if (i == 0 && !layer.is_lazy()) || o == 0 || heads == 0 {
                 return Err(WorkbookError::InvalidConfig(format!(
                     "layer {} ({name}): in_channels, out_channels and heads must be at least 1 (got {i}, {o}, {heads})",
                     k + 1
@@ -207,7 +208,7 @@ impl ModelConfig {
             }
         }
         for (k, pair) in self.layers.windows(2).enumerate() {
-            if pair[0].output_width() != pair[1].in_channels() {
+            if !pair[1].is_lazy() && pair[0].output_width() != pair[1].in_channels() {
                 return Err(WorkbookError::InvalidConfig(format!(
                     "layer {} outputs {} channels but layer {} takes in_channels = {}",
                     k + 1,
@@ -265,7 +266,14 @@ impl ModelConfig {
         }
     }
 
-    /// Every parameter the model expects, with its full PyG name and shape.
+    /// Whether a layer's input width is found by its first forward pass (`in_channels = -1`; see
+    /// [`crate::layers::lazy`]).
+    pub fn is_lazy(&self) -> bool {
+        self.layers.iter().any(LayerConfig::is_lazy)
+    }
+
+    /// Every parameter the model expects, with its full PyG name and shape (a lazy layer's are
+    /// not known before its first forward pass, and not listed).
     pub fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
         self.layers
             .iter()

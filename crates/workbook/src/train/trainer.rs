@@ -199,7 +199,12 @@ impl Trainer {
             l.set_phase("init");
         }
         crate::limits::check_training_fits("training", &config, graph)?;
-        let (model, _) = Model::init(config, train_config.seed, graph.placement())?;
+        let (mut model, _) = Model::init(config, train_config.seed, graph.placement())?;
+        if !model.is_materialized() {
+            // Lazy layers (in_channels = -1): their first forward pass, before the optimiser is
+            // built, so that it sees every parameter (PyTorch's advice: a dry run first).
+            model.materialize(graph)?;
+        }
         Self::from_model(model, train_config)
     }
 
