@@ -267,7 +267,13 @@ impl LayerRegistry {
         };
         let mut arguments = object.clone();
         arguments.remove("layer");
-        if arguments.get("in_channels").and_then(|v| v.as_i64()) == Some(-1) {
+        let width = arguments.get("in_channels").and_then(|v| v.as_i64());
+        if let Some(n) = width.filter(|&n| n < -1) {
+            return Err(WorkbookError::InvalidConfig(format!(
+                "{kind}: in_channels must be a width of at least 1, or -1 (PyG's lazy width: found by the first forward pass), not {n}"
+            )));
+        }
+        if width == Some(-1) {
             // PyG's lazy width: the concrete config is read again, with the width found by the
             // first forward pass in place of -1.
             let parse = *parse;
