@@ -160,23 +160,55 @@ impl PartialEq for LazyConfig {
     }
 }
 
-/// The concrete config's arguments with `"in_channels": -1`, as PyG writes the constructor.
+/// The concrete config's arguments, in their order, with `"in_channels": -1`, as PyG writes the
+/// constructor.
 impl Serialize for LazyConfig {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        let mut value =
-            serde_json::to_value(self.template.arguments()).map_err(serde::ser::Error::custom)?;
-        match value.as_object_mut() {
-            Some(object) => {
-                object.insert("in_channels".into(), serde_json::Value::from(-1));
-            }
-            None => {
-                return Err(serde::ser::Error::custom(format!(
-                    "a lazy {}'s arguments are not a JSON object",
-                    self.layer_type()
-                )))
+        use serde::ser::{Error, SerializeMap};
+        // serde_json's Value sorts keys (without its preserve_order feature, which would change
+        // every JSON this workspace writes): read the arguments back as an ordered list instead.
+        let text = serde_json::to_string(self.template.arguments()).map_err(S::Error::custom)?;
+        let Ordered(fields) = serde_json::from_str(&text).map_err(|e| {
+            S::Error::custom(format!(
+                "a lazy {}'s arguments are not a JSON object: {e}",
+                self.layer_type()
+            ))
+        })?;
+        let mut map = s.serialize_map(Some(fields.len()))?;
+        for (key, value) in &fields {
+            if key == "in_channels" {
+                map.serialize_entry(key, &-1)?;
+            } else {
+                map.serialize_entry(key, value)?;
             }
         }
-        value.serialize(s)
+        map.end()
+    }
+}
+
+/// A JSON object's fields in the order they were written.
+struct Ordered(Vec<(String, serde_json::Value)>);
+
+impl<'de> serde::Deserialize<'de> for Ordered {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = Ordered;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Ordered, A::Error> {
+                let mut fields = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    fields.push(entry);
+                }
+                Ok(Ordered(fields))
+            }
+        }
+        d.deserialize_map(Fields)
     }
 }
 
