@@ -3,14 +3,17 @@
 //! its text. PyG's behaviour these mirror (or depart from) is printed by
 //! `book/python/ch02_lazy.py` (book/src/generated/python/ch02_lazy*.txt).
 
+mod common;
+
+use common::{fixtures_dir, max_abs_diff};
 use std::collections::HashMap;
 use workbook::export::onnx::{to_onnx, OnnxOptions};
 use workbook::export::preflight::{self, Example};
 use workbook::ledger::Ledger;
 use workbook::train::{Adam, TrainConfig, Trainer};
 use workbook::{
-    checkpoint, datasets, inspect, GatV2Config, GcnConfig, LayerConfig, Model, ModelConfig,
-    Placement, SageConfig, WorkbookError,
+    checkpoint, datasets, inspect, tensor_file, GatV2Config, GcnConfig, LayerConfig, Model,
+    ModelConfig, Placement, SageConfig, WorkbookError,
 };
 
 /// `GCNConv(-1, 16)`, `GCNConv(-1, 4)`.
@@ -448,4 +451,42 @@ fn a_first_forward_pass_with_unusable_features_creates_nothing() {
         "{err}"
     );
     assert!(!model.is_materialized());
+}
+
+#[test]
+fn pyg_trained_cora_models_loaded_into_lazy_configs_reproduce_pyg_logits() {
+    // The models of the issue's question, GCNConv(-1, ...) and GATv2Conv(-1, ...) in every
+    // layer, given PyG's trained weights: the widths come from the weights, the logits are PyG's.
+    let cora = datasets::load(
+        "cora",
+        Some(&std::env::temp_dir().join("no-such-dir")),
+        Placement::cpu(),
+    )
+    .unwrap();
+    let configs = [
+        (
+            "gcn",
+            r#"{"layers": [{"layer": "GCNConv", "in_channels": -1, "out_channels": 16},
+                               {"layer": "GCNConv", "in_channels": -1, "out_channels": 7}]}"#,
+        ),
+        (
+            "gatv2",
+            r#"{"layers": [{"layer": "GATv2Conv", "in_channels": -1, "out_channels": 8, "heads": 8, "dropout": 0.6},
+                                 {"layer": "GATv2Conv", "in_channels": -1, "out_channels": 7, "concat": false, "dropout": 0.6}],
+                      "activation": "elu"}"#,
+        ),
+    ];
+    for (model, json) in configs {
+        let path = fixtures_dir().join(format!("cora_{model}_trained.safetensors"));
+        let file = tensor_file::read(&path, Placement::cpu().device()).unwrap();
+        let config = ModelConfig::from_json(json).unwrap();
+        let loaded = Model::from_tensors(config, &file.tensors, Placement::cpu()).unwrap();
+        assert_eq!(loaded.config().layers[0].in_channels(), 1433, "{model}");
+        let out = loaded.forward_graph(&cora).unwrap();
+        let diff = max_abs_diff(&out.logits, &file.tensors["expected.logits"]);
+        assert!(
+            diff < 1e-5,
+            "cora {model}: logits differ from PyG by {diff}"
+        );
+    }
 }

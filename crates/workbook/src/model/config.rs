@@ -272,6 +272,23 @@ impl ModelConfig {
         self.layers.iter().any(LayerConfig::is_lazy)
     }
 
+    /// Every parameter's full PyG name, a lazy layer's included (those that its first forward
+    /// pass, or loaded weights, will create).
+    pub fn parameter_names(&self) -> Vec<String> {
+        self.layers
+            .iter()
+            .enumerate()
+            .flat_map(|(k, l)| {
+                let prefix = self.prefix(k);
+                let names = match l.as_lazy() {
+                    Some(lazy) => lazy.parameter_names(),
+                    None => l.parameter_shapes().into_iter().map(|(n, _)| n).collect(),
+                };
+                names.into_iter().map(move |n| format!("{prefix}{n}"))
+            })
+            .collect()
+    }
+
     /// Every parameter the model expects, with its full PyG name and shape (a lazy layer's are
     /// not known before its first forward pass, and not listed).
     pub fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
