@@ -62,8 +62,15 @@ section("save_export")
 conv = GCNConv(-1, 2)
 state = conv.state_dict()
 print("state_dict:", {k: type(v).__name__ for k, v in state.items()})
-torch.save(state, io.BytesIO())
+saved = io.BytesIO()
+torch.save(state, saved)
 print("torch.save: no error")
+saved.seek(0)
+try:
+    torch.load(saved)  # weights_only=True, the default since 2.6
+except Exception as e:
+    # the line that names the cause (the rest is the generic weights_only advice)
+    print(next(line.strip() for line in error(e).splitlines() if "Unsupported global" in line))
 try:
     torch.onnx.export(conv, (x, edge_index), io.BytesIO(), dynamo=False)
 except Exception as e:
