@@ -47,6 +47,11 @@ fn in_channels_minus_one_is_read_and_written_for_the_three_layers() {
         );
         assert_ne!(back, LayerConfig::new(GcnConfig::new(1, 3)));
     }
+    // what the first forward pass will make of it, for estimates made before that pass
+    assert_eq!(
+        lazy_gcn().with_input_width(34).unwrap().layers,
+        ModelConfig::gcn(34, 16, 4).layers
+    );
     // the Rust spelling is the same config as the JSON one
     let rust = LayerConfig::lazy(|i| GcnConfig::new(i, 16));
     assert_eq!(rust, lazy_gcn().layers[0]);

@@ -272,6 +272,21 @@ impl ModelConfig {
         self.layers.iter().any(LayerConfig::is_lazy)
     }
 
+    /// The same config with every lazy layer's width filled in, for features `width` wide: what
+    /// the first forward pass will make of it (for estimates made before that pass).
+    pub fn with_input_width(&self, width: usize) -> Result<ModelConfig> {
+        let mut config = self.clone();
+        let mut width = width;
+        for layer in &mut config.layers {
+            if let Some(lazy) = layer.as_lazy() {
+                *layer = LayerConfig::from_spec(lazy.with_in_channels(width)?);
+            }
+            width = layer.output_width();
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
     /// Every parameter's full PyG name, a lazy layer's included (those that its first forward
     /// pass, or loaded weights, will create).
     pub fn parameter_names(&self) -> Vec<String> {
