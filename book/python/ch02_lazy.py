@@ -54,7 +54,8 @@ conv = GCNConv(-1, 2)
 opt = torch.optim.Adam(conv.parameters())  # before the first forward pass
 conv(x, edge_index).sum().backward()  # materialises lin.weight in place
 opt.step()
-print("Adam built first, then a step:", [list(s["exp_avg"].shape) for s in opt.state.values()])
+shapes = [list(s["exp_avg"].shape) for s in opt.state.values()]
+print("Adam built first, then a step:", shapes)
 # ANCHOR_END: optimizer
 
 section("save_export")
@@ -69,8 +70,9 @@ saved.seek(0)
 try:
     torch.load(saved)  # weights_only=True, the default since 2.6
 except Exception as e:
-    # the line that names the cause (the rest is the generic weights_only advice)
-    print(next(line.strip() for line in error(e).splitlines() if "Unsupported global" in line))
+    # the line that names the cause (the rest: weights_only advice)
+    lines = error(e).splitlines()
+    print(next(l.strip() for l in lines if "Unsupported global" in l))
 try:
     torch.onnx.export(conv, (x, edge_index), io.BytesIO(), dynamo=False)
 except Exception as e:
