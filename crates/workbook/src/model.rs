@@ -610,7 +610,10 @@ impl Model {
     /// inputs must be converted too (`x.to_dtype(dtype)`). PyTorch's `model.half()` /
     /// `model.float()`. The copy's parameters are plain tensors (not trainable) and cached
     /// buffers are dropped (rebuilt in the new dtype on the next forward pass).
+    /// A lazy layer is refused: it would be born float32 whatever was asked (PyTorch's lazy
+    /// parameter remembers the dtype; this one keeps only its placement).
     pub fn to_dtype(&self, dtype: DType) -> Result<Self> {
+        self.check_materialized("model.to_dtype")?;
         Module::to_dtype(self, dtype)
     }
 

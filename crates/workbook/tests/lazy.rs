@@ -10,6 +10,8 @@ use std::collections::HashMap;
 use workbook::export::onnx::{to_onnx, OnnxOptions};
 use workbook::export::preflight::{self, Example};
 use workbook::ledger::Ledger;
+use workbook::parallel::model_parallel::ModelParallel;
+use workbook::parallel::DataParallel;
 use workbook::train::{Adam, TrainConfig, Trainer};
 use workbook::{
     checkpoint, datasets, inspect, tensor_file, GatV2Config, GcnConfig, LayerConfig, Model,
@@ -278,6 +280,19 @@ fn everything_that_needs_the_parameters_refuses_a_model_before_its_first_forward
 
     let err = model.forward_graph(&graph).unwrap_err();
     assert_uninitialized(err, "model.forward (a forward pass through &self)");
+
+    let err = model
+        .to_dtype(workbook::candle_core::DType::F16)
+        .unwrap_err();
+    assert_uninitialized(err, "model.to_dtype");
+
+    let devices = [Placement::sim(1), Placement::sim(2)];
+    let err = DataParallel::new(&model, &devices, &TrainConfig::gcn())
+        .err()
+        .unwrap();
+    assert_uninitialized(err, "DataParallel::new");
+    let err = ModelParallel::new(&model, &devices).err().unwrap();
+    assert_uninitialized(err, "ModelParallel::new");
 }
 
 #[test]
