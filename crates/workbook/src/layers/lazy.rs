@@ -54,8 +54,9 @@
 //! forward pass, through `&mut self`, and the borrow checker sees it. It returns that pass's
 //! output; later passes are the ordinary `&self` ones, and a `&self` forward pass of a model that
 //! still has a lazy layer is the same clear error as an optimiser's. Training from a config
-//! ([`crate::train::Trainer::new`], `workbook train`) runs that first pass itself, before it
-//! builds the optimiser: PyTorch's advice (a dry run before the optimiser) made the default.
+//! ([`crate::train::Trainer::new`], and [`crate::train::train`] through it) runs that first
+//! pass itself, before it builds the optimiser: PyTorch's advice (a dry run before the
+//! optimiser) made the default.
 //!
 //! Once materialised, the model's config holds the width that was found (`in_channels: 34`, not
 //! -1; PyG's module keeps saying -1 while its weight is 34 wide), so a checkpoint saved afterwards
