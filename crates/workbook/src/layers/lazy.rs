@@ -10,7 +10,7 @@
 //! decides where the weights are born, as for PyTorch's lazy modules) and no parameters; the
 //! `inspect` table lists them as `uninitialised`. An optimiser, a checkpoint, the pre-flight, an
 //! export, `to_dtype` or data/model parallelism over a model that still has one fails with
-//! [`WorkbookError::Uninitialized`](crate::WorkbookError::Uninitialized), which names the layer
+//! [`crate::WorkbookError::Uninitialized`], which names the layer
 //! and the fix (run one forward pass first), where PyTorch says "Attempted to use an
 //! uninitialized parameter".
 //!
