@@ -213,6 +213,65 @@ fn predict_reproduces_the_trained_pyg_models_on_cora() {
 }
 
 #[test]
+fn predict_reads_in_channels_minus_one_and_takes_the_width_from_the_weights() {
+    // GCNConv(-1, 16), GCNConv(-1, 7), as PyG's lazy model; PyG's trained weights give the
+    // widths (as its load_state_dict does) and the output is PyG's.
+    let dir = tempfile::tempdir().unwrap();
+    let graph = dir.path().join("cora.safetensors");
+    ok(&workbook(
+        &[
+            "data",
+            "--dataset",
+            "cora",
+            "--out",
+            graph.to_str().unwrap(),
+        ],
+        dir.path(),
+    ));
+    let config = dir.path().join("lazy.json");
+    std::fs::write(
+        &config,
+        r#"{"layers": [{"layer": "GCNConv", "in_channels": -1, "out_channels": 16},
+                       {"layer": "GCNConv", "in_channels": -1, "out_channels": 7}]}"#,
+    )
+    .unwrap();
+    let weights = fixture("cora_gcn_trained");
+    let out = dir.path().join("out.safetensors");
+    let predict = |config: &std::path::Path| {
+        workbook(
+            &[
+                "predict",
+                "--config",
+                config.to_str().unwrap(),
+                "--weights",
+                weights.to_str().unwrap(),
+                "--graph",
+                graph.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            dir.path(),
+        )
+    };
+    ok(&predict(&config));
+    let ours = tensor_file::read(&out, &Device::Cpu).unwrap();
+    let reference = tensor_file::read(&weights, &Device::Cpu).unwrap();
+    let diff = max_diff(&ours.tensors["out"], &reference.tensors["expected.logits"]);
+    assert!(diff < 1e-5, "{diff}");
+
+    std::fs::write(
+        &config,
+        r#"{"layer": "GCNConv", "in_channels": -3, "out_channels": 16}"#,
+    )
+    .unwrap();
+    let err = failure(&predict(&config));
+    assert!(
+        err.contains("GCNConv: in_channels must be a width of at least 1, or -1 (PyG's lazy width: found by the first forward pass), not -3"),
+        "{err}"
+    );
+}
+
+#[test]
 fn predict_runs_a_single_pyg_layer_with_edge_weights() {
     let dir = tempfile::tempdir().unwrap();
     let fx = fixture("gcn_random_weighted_improved");

@@ -61,6 +61,7 @@ pub fn save(model: &Model, path: &Path) -> Result<()> {
 /// The bytes [`save`] writes (for a set of files written together,
 /// [`crate::atomic_write::FileSet`]); `path` names the destination in errors.
 pub fn to_bytes(model: &Model, path: &Path) -> Result<Vec<u8>> {
+    model.check_materialized("checkpoint::save")?;
     let at = model.placement();
     let host = at.destination(&Placement::cpu());
     let placements = model.parameter_placements();

@@ -158,6 +158,22 @@ pub enum WorkbookError {
         cause: String,
     },
 
+    /// A lazy layer (`in_channels = -1`) whose parameters do not exist yet, met by something
+    /// that needs them (an optimiser, a checkpoint, an export, a `&self` forward pass). PyTorch:
+    /// "Attempted to use an uninitialized parameter ... Call `forward` with a dummy batch to
+    /// initialize the parameters" (see [`crate::layers::lazy`]).
+    #[error("{action}: layer {layer} ({kind}) was built with in_channels = -1 and its parameters do not exist yet: a lazy layer creates them in its first forward pass, from the input's width, on the layer's placement ({placement}). Run one forward pass first: model.materialize(&graph) (or model.materialize_input(&x, &edge_index, edge_weight)), then {action} sees every parameter. (PyTorch, where it cannot go on without the weight, an ONNX export for one, says \"Attempted to use an uninitialized parameter\" and gives the same fix: call forward with a dummy batch.)")]
+    Uninitialized {
+        /// What needed the parameters (`"Adam::for_model"`, `"checkpoint::save"`).
+        action: String,
+        /// The layer's name in the model (`conv1`, or its kind for a bare layer).
+        layer: String,
+        /// Its kind (`GCNConv`).
+        kind: String,
+        /// Where its parameters will be created.
+        placement: PlacementId,
+    },
+
     /// An I/O error with the path it concerns.
     #[error("{path}: {source}")]
     Io {

@@ -65,7 +65,8 @@
 //!   ([`graph_file`]), [`datasets`], the neighbour [`loader`];
 //! - **ops**: kernels and ops candle lacks, dropout among them ([`ops`]);
 //! - **layers**: the [`module`] bookkeeping and the [`layers`] (one a file, each owning its
-//!   config, initialisation, forward pass and ONNX lowering);
+//!   config, initialisation, forward pass and ONNX lowering), PyG's lazy input width
+//!   (`in_channels = -1`, [`layers::lazy`]);
 //! - **model**: a stack of layers and its config ([`model`]);
 //! - **training and checkpoints**: [`train`]ing (full-batch and mini-batch), [`checkpoint`]s;
 //! - **uses of a model**: [`export`] (pre-flight, safetensors, ONNX), [`predict`], [`inspect`]

@@ -39,8 +39,8 @@ pub use config::{Activation, ModelConfig, MAX_WIDTH};
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
 use crate::graph::Graph;
-use crate::layers::{Attention, GraphLayer, LayerInput};
-use crate::module::{Kind, Module, Named, TensorMap};
+use crate::layers::{Attention, GraphLayer, LayerInput, LazyLayer};
+use crate::module::{Kind, Module, Named, Row, TensorMap};
 use crate::ops::dropout::Dropout;
 use crate::placement::{bytes_of, inherit, Placement};
 use candle_core::{DType, Tensor, Var};
@@ -110,11 +110,38 @@ impl Module for Model {
                 })
             })
             .collect::<Result<_>>()?;
-        Ok(Self::from_parts(self.config.clone(), layers))
+        let mut moved = Self::from_parts(self.config.clone(), layers);
+        moved.seed = self.seed;
+        Ok(moved)
     }
 
     fn placement(&self) -> &Placement {
         self.layers[0].as_graph_layer().placement()
+    }
+
+    /// The default rows, and a lazy layer's parameters that do not exist yet, marked
+    /// `uninitialised` ([`LazyLayer`]).
+    fn inspect_rows(&self, prefix: &str) -> Vec<Row> {
+        let mut rows = Vec::new();
+        for (k, layer) in self.layers.iter().enumerate() {
+            let layer = layer.as_graph_layer();
+            let prefix = format!("{prefix}{}", self.config.prefix(k));
+            if layer.as_any().is::<LazyLayer>() {
+                rows.extend(layer.inspect_rows(&prefix));
+                continue;
+            }
+            let at = layer.placement();
+            layer.visit_tensors(&mut |n| {
+                rows.push(Row {
+                    name: format!("{prefix}{}", n.name),
+                    kind: n.kind.as_str(),
+                    device: n.placement.unwrap_or(at).to_string(),
+                    dtype: format!("{:?}", n.tensor.dtype()).to_lowercase(),
+                    shape: n.tensor.dims().to_vec(),
+                })
+            });
+        }
+        rows
     }
 }
 
@@ -135,6 +162,9 @@ pub struct Model {
     /// The owner of the parameters: every trainable one, by full name. The layers' tensors are
     /// its variables' tensors (the same storage).
     vars: VarMap,
+    /// The seed of [`Model::init`], from which a lazy layer's first forward pass draws its
+    /// initial values ([`Model::materialize`]).
+    seed: u64,
 }
 
 impl std::fmt::Debug for Model {
@@ -267,7 +297,8 @@ impl Model {
             }
         }
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, device);
-        let model = Self::build(config, vb, &at)?;
+        let mut model = Self::build(config, vb, &at)?;
+        model.seed = seed;
         let vars = model.vars.clone();
         Ok((model, vars))
     }
@@ -279,6 +310,7 @@ impl Model {
             config,
             layers,
             vars: VarMap::new(),
+            seed: 0,
         };
         let vars = VarMap::new();
         {
@@ -294,6 +326,137 @@ impl Model {
         }
         model.vars = vars;
         model
+    }
+
+    /// The first forward pass of a model with lazy layers (`in_channels = -1`, see
+    /// [`crate::layers::lazy`]) over a whole graph: [`Model::materialize_input`] after the
+    /// graph's placement check. On a model without lazy layers it is [`Model::forward_graph`].
+    pub fn materialize(&mut self, graph: &Graph) -> Result<ModelOutput> {
+        graph.check_on("model parameters", self.placement())?;
+        self.materialize_input(graph.x(), graph.edge_index(), graph.edge_weight())
+    }
+
+    /// The first forward pass of a model with lazy layers, through `&mut self` (the module
+    /// docs of [`crate::layers::lazy`] say why): each lazy layer's parameters are created from
+    /// the width of its input (`x`'s columns for the first layer), with PyG's initialisation
+    /// drawn from the model's seed, on the placement the layer has now; each upload is one
+    /// ledger entry. The layer's config then holds that width. Returns the pass's output; on a
+    /// model without lazy layers it is [`Model::forward`].
+    pub fn materialize_input(
+        &mut self,
+        x: &Tensor,
+        edge_index: &EdgeIndex,
+        edge_weight: Option<&Tensor>,
+    ) -> Result<ModelOutput> {
+        if self.lazy_layers().next().is_some() {
+            let dims = x.dims();
+            if dims.len() != 2 {
+                return Err(WorkbookError::InvalidGraph(format!(
+                    "node features x must be [num_nodes, num_features] (the first forward pass of a lazy layer takes its in_channels from num_features), got {dims:?}"
+                )));
+            }
+            // the placements first, so that nothing is created for inputs that cannot be used
+            self.check_inputs(x, edge_index, edge_weight)?;
+            let mut width = dims[1];
+            for k in 0..self.layers.len() {
+                self.materialize_layer(k, width)?;
+                width = self.config.layers[k].output_width();
+            }
+        }
+        self.forward(x, edge_index, edge_weight)
+    }
+
+    /// Creates lazy layer `k`'s parameters for input width `width` (nothing if it is not lazy).
+    fn materialize_layer(&mut self, k: usize, width: usize) -> Result<()> {
+        let Some(lazy) = self.layers[k]
+            .as_graph_layer()
+            .as_any()
+            .downcast_ref::<LazyLayer>()
+        else {
+            return Ok(());
+        };
+        let at = lazy.placement().clone();
+        let resolved = LayerConfig::from_spec(lazy.config().with_in_channels(width)?);
+        let mut config = self.config.clone();
+        config.layers[k] = resolved.clone();
+        config.validate()?;
+        let prefix = config.prefix(k);
+        let elements: u64 = resolved
+            .parameter_shapes()
+            .iter()
+            .map(|(_, s)| s.iter().map(|&d| d as u64).product::<u64>())
+            .sum();
+        crate::limits::check_memory(
+            &format!(
+                "{} ({}, in_channels = {width}): {elements} parameters",
+                self.layer_name(k),
+                resolved.spec().layer_type()
+            ),
+            elements.saturating_mul(16),
+        )?;
+        // One random stream per layer: materialising layer 2 does not depend on layer 1's
+        // draws. Drawn on the host like Model::init's, and uploaded once each.
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        rng.set_stream(k as u64 + 1);
+        let layer_vars = VarMap::new();
+        {
+            let mut data = layer_vars
+                .data()
+                .lock()
+                .expect("a fresh VarMap is not poisoned");
+            let mut model_vars = self
+                .vars
+                .data()
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            for (name, t) in resolved.spec().init_parameters(&mut rng, at.device())? {
+                at.record_upload(
+                    bytes_of(&t),
+                    &format!("{prefix}{name} (first forward pass)"),
+                );
+                let var = Var::from_tensor(&t)?;
+                model_vars.insert(format!("{prefix}{name}"), var.clone());
+                data.insert(name, var);
+            }
+        }
+        let vb = VarBuilder::from_varmap(&layer_vars, DType::F32, at.device());
+        let layer = resolved.spec().build(vb, &at)?;
+        self.layers[k] = Layer::from_boxed(layer);
+        self.config = config;
+        Ok(())
+    }
+
+    /// The lazy layers that have had no forward pass yet, with their index.
+    fn lazy_layers(&self) -> impl Iterator<Item = (usize, &LazyLayer)> {
+        self.layers.iter().enumerate().filter_map(|(k, l)| {
+            l.as_graph_layer()
+                .as_any()
+                .downcast_ref::<LazyLayer>()
+                .map(|lazy| (k, lazy))
+        })
+    }
+
+    /// Whether every parameter exists: no lazy layer waits for its first forward pass.
+    pub fn is_materialized(&self) -> bool {
+        self.lazy_layers().next().is_none()
+    }
+
+    /// [`WorkbookError::Uninitialized`] for the first lazy layer still waiting for its first
+    /// forward pass, with `action` (what needed its parameters) in the message.
+    ///
+    /// ```
+    /// use workbook::{GcnConfig, LayerConfig, Model, ModelConfig, Placement};
+    /// let config = ModelConfig::new(vec![LayerConfig::lazy(|i| GcnConfig::new(i, 4))]);
+    /// let (model, _) = Model::init(config, 0, Placement::sim(1)).unwrap();
+    /// let err = model.check_materialized("checkpoint::save").unwrap_err().to_string();
+    /// assert!(err.starts_with("checkpoint::save: layer conv1 (GCNConv) was built with in_channels = -1"), "{err}");
+    /// assert!(err.contains("Run one forward pass first: model.materialize(&graph)"), "{err}");
+    /// ```
+    pub fn check_materialized(&self, action: &str) -> Result<()> {
+        match self.lazy_layers().next() {
+            Some((k, lazy)) => Err(lazy.uninitialized(action, &self.layer_name(k))),
+            None => Ok(()),
+        }
     }
 
     /// The trainable parameters, by full name: the model's own `VarMap` (what
@@ -353,6 +516,7 @@ impl Model {
         tensors: &HashMap<String, Tensor>,
         at: Placement,
     ) -> Result<Self> {
+        let config = widths_from_tensors(config, tensors)?;
         let expected: Vec<String> = config
             .parameter_shapes()
             .into_iter()
@@ -446,7 +610,10 @@ impl Model {
     /// inputs must be converted too (`x.to_dtype(dtype)`). PyTorch's `model.half()` /
     /// `model.float()`. The copy's parameters are plain tensors (not trainable) and cached
     /// buffers are dropped (rebuilt in the new dtype on the next forward pass).
+    /// A lazy layer is refused: it would be born float32 whatever was asked (PyTorch's lazy
+    /// parameter remembers the dtype; this one keeps only its placement).
     pub fn to_dtype(&self, dtype: DType) -> Result<Self> {
+        self.check_materialized("model.to_dtype")?;
         Module::to_dtype(self, dtype)
     }
 
@@ -571,6 +738,7 @@ impl Model {
         edge_weight: Option<&Tensor>,
         mut dropout: Option<&mut Dropout>,
     ) -> Result<ModelOutput> {
+        self.check_materialized("model.forward (a forward pass through &self)")?;
         self.check_inputs(x, edge_index, edge_weight)?;
         let mut h = x.clone();
         let mut attention = Vec::new();
@@ -629,4 +797,41 @@ impl Model {
             Activation::None => h,
         })
     }
+}
+
+/// `config` with each lazy layer's width read from the weights about to be loaded, as PyTorch's
+/// `load_state_dict` materialises a lazy module from the shapes it is given. The width is the
+/// dimension of the first parameter that changes with `in_channels` (`lin.weight`'s second).
+fn widths_from_tensors(
+    mut config: ModelConfig,
+    tensors: &HashMap<String, Tensor>,
+) -> Result<ModelConfig> {
+    for k in 0..config.layers.len() {
+        let Some(lazy) = config.layers[k].as_lazy() else {
+            continue;
+        };
+        let prefix = config.prefix(k);
+        let (one, two) = (
+            lazy.with_in_channels(1)?.parameter_shapes(),
+            lazy.with_in_channels(2)?.parameter_shapes(),
+        );
+        let found = one.iter().zip(&two).find_map(|((name, a), (_, b))| {
+            let dim = a.iter().zip(b).position(|(a, b)| a != b)?;
+            Some((format!("{prefix}{name}"), dim))
+        });
+        let width = found
+            .as_ref()
+            .and_then(|(name, dim)| tensors.get(name).and_then(|t| t.dims().get(*dim).copied()));
+        let Some(width) = width else {
+            return Err(WorkbookError::InvalidConfig(format!(
+                "layer {} ({}) has in_channels = -1 and the weights do not say its width ({} is missing); write the width in the config",
+                k + 1,
+                crate::layers::LayerSpec::layer_type(lazy),
+                found.map_or_else(|| "no parameter depends on it".to_string(), |(n, _)| format!("'{n}'"))
+            )));
+        };
+        config.layers[k] = LayerConfig::from_spec(lazy.with_in_channels(width)?);
+    }
+    config.validate()?;
+    Ok(config)
 }

@@ -91,11 +91,8 @@ fn load_weights(
     let file = tensor_file::read(weights, &Device::Cpu)?;
     let mut tensors = HashMap::new();
     let mut ignored = Vec::new();
-    let expected: Vec<String> = config_value
-        .parameter_shapes()
-        .into_iter()
-        .map(|(n, _)| n)
-        .collect();
+    // a lazy layer's names too: loading gives it its width (as PyTorch's load_state_dict does)
+    let expected = config_value.parameter_names();
     for (name, t) in file.tensors {
         match name.strip_prefix(weights_prefix) {
             Some(short) if expected.iter().any(|e| e == short) => {

@@ -241,3 +241,39 @@ fn check_with_onnxruntime(dir: &Path, graph: &Graph, logits: &Tensor) {
     );
     assert!(text.contains("1 case(s), 0 failure(s)"), "{text}");
 }
+
+#[test]
+fn a_lazy_gin_layer_gets_its_width_from_its_first_forward_pass() {
+    // "in_channels": -1 works for a registered layer of this crate as for PyG's: the config is
+    // read again with the width its first forward pass finds.
+    let json = r#"{"layers": [{"layer": "GINConv", "in_channels": -1, "out_channels": 16},
+                              {"layer": "GINConv", "in_channels": -1, "out_channels": 4}]}"#;
+    let config = ModelConfig::from_json_with(json, &registry()).unwrap();
+    assert!(config.is_lazy());
+    let sim = Placement::sim(1);
+    let (mut model, _) = Model::init(config, 0, &sim).unwrap();
+    let err = checkpoint::save(&model, Path::new("never-written.safetensors")).unwrap_err();
+    assert!(
+        matches!(&err, WorkbookError::Uninitialized { layer, kind, .. } if layer == "conv1" && kind == "GINConv"),
+        "{err}"
+    );
+    let graph = datasets::karate(&sim).unwrap();
+    let out = model.materialize(&graph).unwrap();
+    assert_eq!(out.logits.dims(), &[34, 4]);
+    assert_eq!(
+        model.config().layers,
+        vec![
+            LayerConfig::new(GinConfig::new(34, 16)),
+            LayerConfig::new(GinConfig::new(16, 4))
+        ]
+    );
+    assert!(model
+        .parameter_placements()
+        .iter()
+        .all(|(_, at)| at.to_string() == "sim:1"));
+    let written = serde_json::to_string(&LayerConfig::lazy(|i| GinConfig::new(i, 16))).unwrap();
+    assert!(
+        written.starts_with(r#"{"layer":"GINConv","in_channels":-1"#),
+        "{written}"
+    );
+}

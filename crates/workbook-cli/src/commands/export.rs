@@ -18,8 +18,8 @@ pub enum Format {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model config JSON (PyG layer arguments). Optional when --weights is a workbook
-    /// checkpoint, which carries its config.
+    /// Model config JSON (PyG layer arguments; "in_channels": -1 takes the width from the
+    /// weights). Optional when --weights is a workbook checkpoint, which carries its config.
     #[arg(long)]
     model: Option<PathBuf>,
     /// Weights: a workbook checkpoint or a PyG state_dict saved with safetensors.

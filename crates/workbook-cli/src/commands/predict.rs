@@ -7,7 +7,8 @@ use workbook::predict::{predict_files, PredictPaths, IMPROVED_NOTE};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model config: {"layer": "GCNConv" | "GATv2Conv", ...PyG arguments} or {"layers": [...]}.
+    /// Model config: {"layer": "GCNConv" | "GATv2Conv" | "SAGEConv", ...PyG arguments} or
+    /// {"layers": [...]}; "in_channels": -1 (PyG's lazy width) takes the width from the weights.
     #[arg(long)]
     config: PathBuf,
     /// Weights: a PyG state_dict saved with safetensors.torch.save_file.

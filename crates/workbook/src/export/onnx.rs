@@ -77,6 +77,7 @@ pub struct OnnxOptions {
 /// express (non-f32 parameters, an `edge_weight` input for GATv2 layers) and a model whose
 /// layers are split across devices.
 pub fn to_onnx(model: &Model, options: &OnnxOptions) -> Result<ModelProto> {
+    model.check_materialized("ONNX export")?;
     // A split model would export (its weights are readable wherever they are) but its own
     // forward pass refuses to run: name the split rather than write a file of a model that
     // does not run here.

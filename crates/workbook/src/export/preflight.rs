@@ -103,6 +103,8 @@ impl<'m> Preflight<'m> {
 
     /// Runs every check, reporting all problems at once as [`WorkbookError::Preflight`].
     pub fn check(&self, example: &Example) -> Result<PreflightReport> {
+        // Every other check reads the parameters; a lazy layer has none to read yet.
+        self.model.check_materialized("the export pre-flight")?;
         let model = self.model;
         let at = model.placement();
         let mut problems = Vec::new();

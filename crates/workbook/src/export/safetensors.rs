@@ -40,6 +40,7 @@ pub fn config_path(weights: &Path) -> PathBuf {
 /// first, then renamed into place; if either cannot be, the old pair is left as it was.
 /// Returns the config path.
 pub fn export(model: &Model, path: &Path) -> Result<PathBuf> {
+    model.check_materialized("safetensors export")?;
     model.require_float32("exports are")?;
     // The host copy of every weight, and the file's bytes.
     crate::limits::check_memory(

@@ -19,6 +19,7 @@
 //! assert!(err.to_string().contains("unknown layer 'MeanConv'"), "{err}");
 //! ```
 
+use super::lazy::{LazyConfig, MakeSpec};
 use super::spec::LayerSpec;
 use super::{GatV2Config, GcnConfig, Layer, SageConfig};
 use crate::error::{Result, WorkbookError};
@@ -56,6 +57,60 @@ impl LayerConfig {
             LayerConfig::Sage(c.clone())
         } else {
             LayerConfig::Custom(Arc::new(config))
+        }
+    }
+
+    /// A layer whose input width is found by its first forward pass (`in_channels = -1`, see
+    /// [`crate::layers::lazy`]): `make` is its config given that width.
+    ///
+    /// ```
+    /// use workbook::{GcnConfig, LayerConfig};
+    /// let lazy = LayerConfig::lazy(|i| GcnConfig::new(i, 16)); // GCNConv(-1, 16)
+    /// assert!(lazy.is_lazy());
+    /// assert_eq!(lazy.output_width(), 16);
+    /// let json = serde_json::to_string(&lazy).unwrap();
+    /// assert!(json.starts_with(r#"{"layer":"GCNConv","in_channels":-1,"out_channels":16"#), "{json}");
+    /// ```
+    pub fn lazy<C, F>(make: F) -> Self
+    where
+        C: LayerSpec + Clone + PartialEq + Serialize,
+        F: Fn(usize) -> C + Send + Sync + 'static,
+    {
+        LayerConfig::Custom(Arc::new(LazyConfig::of(make)))
+    }
+
+    /// The lazy config, if this layer's input width is found by its first forward pass.
+    pub fn as_lazy(&self) -> Option<&LazyConfig> {
+        self.spec().as_any().downcast_ref::<LazyConfig>()
+    }
+
+    /// Whether this layer's input width is found by its first forward pass (`in_channels = -1`).
+    pub fn is_lazy(&self) -> bool {
+        self.as_lazy().is_some()
+    }
+
+    /// The config behind `spec`, a built-in one in its own variant (what a lazy config becomes
+    /// once its width is known).
+    pub fn from_spec(spec: Arc<dyn LayerSpec>) -> Self {
+        let any = spec.as_any();
+        if let Some(c) = any.downcast_ref::<GcnConfig>() {
+            LayerConfig::Gcn(c.clone())
+        } else if let Some(c) = any.downcast_ref::<GatV2Config>() {
+            LayerConfig::GatV2(c.clone())
+        } else if let Some(c) = any.downcast_ref::<SageConfig>() {
+            LayerConfig::Sage(c.clone())
+        } else {
+            LayerConfig::Custom(spec)
+        }
+    }
+
+    /// The same config behind a shared pointer.
+    fn into_spec(self) -> Arc<dyn LayerSpec> {
+        match self {
+            LayerConfig::Gcn(c) => Arc::new(c),
+            LayerConfig::GatV2(c) => Arc::new(c),
+            LayerConfig::Sage(c) => Arc::new(c),
+            LayerConfig::Custom(c) => c,
         }
     }
 
@@ -212,6 +267,29 @@ impl LayerRegistry {
         };
         let mut arguments = object.clone();
         arguments.remove("layer");
+        let width = arguments.get("in_channels").and_then(|v| v.as_i64());
+        if let Some(n) = width.filter(|&n| n < -1) {
+            return Err(WorkbookError::InvalidConfig(format!(
+                "{kind}: in_channels must be a width of at least 1, or -1 (PyG's lazy width: found by the first forward pass), not {n}"
+            )));
+        }
+        if width == Some(-1) {
+            // PyG's lazy width: the concrete config is read again, with the width found by the
+            // first forward pass in place of -1.
+            let parse = *parse;
+            let make: Arc<MakeSpec> = Arc::new(move |width| {
+                let mut arguments = arguments.clone();
+                arguments.insert("in_channels".into(), serde_json::Value::from(width));
+                Ok(parse(serde_json::Value::Object(arguments))?.into_spec())
+            });
+            let config = LayerConfig::Custom(Arc::new(LazyConfig::try_new(make)?));
+            return match config.spec().layer_type() {
+                said if said == kind => Ok(config),
+                said => Err(WorkbookError::InvalidConfig(format!(
+                    "the registry reads \"layer\": \"{kind}\" as a config whose layer_type() is \"{said}\"; register it under \"{said}\""
+                ))),
+            };
+        }
         let config = parse(serde_json::Value::Object(arguments))?;
         let said = config.spec().layer_type();
         if said != kind {

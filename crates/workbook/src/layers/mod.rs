@@ -25,6 +25,7 @@ pub mod gcn_conv;
 pub mod graph_layer;
 pub mod init;
 pub mod layer;
+pub mod lazy;
 pub mod sage_conv;
 pub mod spec;
 
@@ -33,5 +34,6 @@ pub use gatv2_conv::{Attention, GatV2Config, GatV2Conv, GatV2Output};
 pub use gcn_conv::{GcnConfig, GcnConv};
 pub use graph_layer::{check_features, DynLayer, GraphLayer, LayerInput, LayerOutput};
 pub use layer::Layer;
+pub use lazy::{LazyConfig, LazyLayer};
 pub use sage_conv::{SageConfig, SageConv};
 pub use spec::{LayerSpec, SpecObject};

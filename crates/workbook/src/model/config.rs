@@ -192,7 +192,8 @@ impl ModelConfig {
                 spec.out_channels(),
                 spec.heads(),
             );
-            if i == 0 || o == 0 || heads == 0 {
+            // A lazy layer's in_channels (-1 in the config) is 0 until its first forward pass.
+            if (i == 0 && !layer.is_lazy()) || o == 0 || heads == 0 {
                 return Err(WorkbookError::InvalidConfig(format!(
                     "layer {} ({name}): in_channels, out_channels and heads must be at least 1 (got {i}, {o}, {heads})",
                     k + 1
@@ -207,7 +208,7 @@ impl ModelConfig {
             }
         }
         for (k, pair) in self.layers.windows(2).enumerate() {
-            if pair[0].output_width() != pair[1].in_channels() {
+            if !pair[1].is_lazy() && pair[0].output_width() != pair[1].in_channels() {
                 return Err(WorkbookError::InvalidConfig(format!(
                     "layer {} outputs {} channels but layer {} takes in_channels = {}",
                     k + 1,
@@ -265,7 +266,46 @@ impl ModelConfig {
         }
     }
 
-    /// Every parameter the model expects, with its full PyG name and shape.
+    /// Whether a layer's input width is found by its first forward pass (`in_channels = -1`; see
+    /// [`crate::layers::lazy`]).
+    pub fn is_lazy(&self) -> bool {
+        self.layers.iter().any(LayerConfig::is_lazy)
+    }
+
+    /// The same config with every lazy layer's width filled in, for features `width` wide: what
+    /// the first forward pass will make of it (for estimates made before that pass).
+    pub fn with_input_width(&self, width: usize) -> Result<ModelConfig> {
+        let mut config = self.clone();
+        let mut width = width;
+        for layer in &mut config.layers {
+            if let Some(lazy) = layer.as_lazy() {
+                *layer = LayerConfig::from_spec(lazy.with_in_channels(width)?);
+            }
+            width = layer.output_width();
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Every parameter's full PyG name, a lazy layer's included (those that its first forward
+    /// pass, or loaded weights, will create).
+    pub fn parameter_names(&self) -> Vec<String> {
+        self.layers
+            .iter()
+            .enumerate()
+            .flat_map(|(k, l)| {
+                let prefix = self.prefix(k);
+                let names = match l.as_lazy() {
+                    Some(lazy) => lazy.parameter_names(),
+                    None => l.parameter_shapes().into_iter().map(|(n, _)| n).collect(),
+                };
+                names.into_iter().map(move |n| format!("{prefix}{n}"))
+            })
+            .collect()
+    }
+
+    /// Every parameter the model expects, with its full PyG name and shape (a lazy layer's are
+    /// not known before its first forward pass, and not listed).
     pub fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
         self.layers
             .iter()

@@ -106,6 +106,8 @@ impl DataParallel {
     /// per device, recorded as `replicate ...`), with `train_config`'s optimiser on the first
     /// replica and one dropout stream per replica (the first is the single-device trainer's).
     pub fn new(model: &Model, devices: &[Placement], train_config: &TrainConfig) -> Result<Self> {
+        // Replicas of a lazy model would each create their weights at their first pass.
+        model.check_materialized("DataParallel::new")?;
         check_devices(devices)?;
         let replicas = devices
             .iter()

@@ -139,6 +139,7 @@ impl ModelParallel {
     /// shared, as PyTorch's `.to` keeps it). Errors if the number of placements is not the
     /// number of layers.
     pub fn new(model: &Model, placements: &[Placement]) -> Result<Self> {
+        model.check_materialized("ModelParallel::new")?;
         let n = model.layers().len();
         if placements.len() != n {
             let layers: Vec<String> = (0..n).map(|k| model.layer_name(k)).collect();

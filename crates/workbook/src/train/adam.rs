@@ -57,6 +57,9 @@ impl Adam {
     /// An optimiser over every parameter of `model` (on the model's placement, `sim:N`
     /// included), with the weight decay `weight_decay(name)` for each.
     pub fn for_model(model: &Model, lr: f64, weight_decay: impl Fn(&str) -> f64) -> Result<Self> {
+        // A lazy layer's variables do not exist yet, and an optimiser built now would never see
+        // them (PyTorch materialises the same Parameter in place; a candle Var cannot be).
+        model.check_materialized("the optimiser (Adam::for_model)")?;
         let params = model
             .vars()?
             .into_iter()

@@ -198,8 +198,18 @@ impl Trainer {
         if let Some(l) = graph.placement().ledger() {
             l.set_phase("init");
         }
-        crate::limits::check_training_fits("training", &config, graph)?;
-        let (model, _) = Model::init(config, train_config.seed, graph.placement())?;
+        // a lazy layer's size is known from the graph's width before its first forward pass
+        let sized = match config.is_lazy() {
+            true => config.with_input_width(graph.num_features())?,
+            false => config.clone(),
+        };
+        crate::limits::check_training_fits("training", &sized, graph)?;
+        let (mut model, _) = Model::init(config, train_config.seed, graph.placement())?;
+        if !model.is_materialized() {
+            // Lazy layers (in_channels = -1): their first forward pass, before the optimiser is
+            // built, so that it sees every parameter (PyTorch's advice: a dry run first).
+            model.materialize(graph)?;
+        }
         Self::from_model(model, train_config)
     }
 

@@ -220,6 +220,52 @@ fn ch02_optimizer_state_follows_the_model() {
     generated("ch02_optimizer.txt", &format!("{err}\n"));
 }
 
+#[test]
+fn ch02_lazy_layers() {
+    use workbook::train::Adam;
+    let mut text = String::new();
+    // ANCHOR: ch02_lazy
+    let ledger = Ledger::new();
+    let gpu = lesson_device().with_ledger(&ledger);
+    // GCNConv(in_channels=-1, out_channels=16), GCNConv(-1, 4)
+    let config = ModelConfig::new(vec![
+        LayerConfig::lazy(|i| GcnConfig::new(i, 16)),
+        LayerConfig::lazy(|i| GcnConfig::new(i, 4)),
+    ]);
+    let (model, _) = Model::init(config, 0, Placement::cpu()).unwrap();
+    let mut model = model.to_device(&gpu).unwrap(); // no weight yet: nothing copied
+    let before = inspect::model_table(&model);
+    let err = Adam::for_model(&model, 0.01, |_| 0.0).err().unwrap();
+    let graph = datasets::karate(&gpu).unwrap();
+    ledger.set_phase("first forward");
+    model.materialize(&graph).unwrap(); // the first forward pass: &mut self
+    let after = inspect::model_table(&model);
+    let opt = Adam::for_model(&model, 0.01, |_| 0.0).unwrap(); // sees all 4
+                                                               // ANCHOR_END: ch02_lazy
+    assert_eq!(opt.state().count(), 4);
+    say(&mut text, "before the first forward pass:");
+    say(&mut text, before.trim_end());
+    say(&mut text, &err);
+    say(&mut text, "after it:");
+    say(&mut text, after.trim_end());
+    say(&mut text, "the ledger of the first forward pass:");
+    let born: Vec<_> = ledger
+        .in_phase("first forward")
+        .into_iter()
+        .filter(|t| t.what.contains("first forward pass"))
+        .map(|t| format!("{} -> {}  {:>5} B  {}", t.from, t.to, t.bytes, t.what))
+        .collect();
+    say(&mut text, born.join("\n"));
+    say(
+        &mut text,
+        format!(
+            "saved config: {}",
+            serde_json::to_string(&model.config().layers[0]).unwrap()
+        ),
+    );
+    generated("ch02_lazy.txt", &text);
+}
+
 /// Trains `epochs` epochs of GCN on karate, moving the graph once or every epoch.
 fn run(every_epoch: bool, epochs: usize) -> Ledger {
     // ANCHOR: ch02_ledger
