@@ -171,25 +171,8 @@ impl GraphLayer for GinConv {
         }
         let w = b.param(&format!("{prefix}lin.weight"), self.lin.weight())?;
         let h = b.op("Gemm", &[x, &w], vec![attr_int("transB", 1)], "gin_lin");
-        // mean_j h_j: scatter-add the source rows and the edge counts, divide (by at least 1)
-        let rows = b.gather_rows(&h, &s.src);
-        let width = b.const_i64(&[self.config.out_channels as i64], &[1]);
-        let shape = b.op(
-            "Concat",
-            &[&s.n_1d, &width],
-            vec![attr_int("axis", 0)],
-            "gin_shape",
-        );
-        let zeros = b.filled(&shape, 0.0, "gin_zeros");
-        let sums = b.scatter_rows(&zeros, &s.dst, &rows, 2, "add");
-        let edges = b.op("Shape", &[&s.src], vec![], "gin_edges");
-        let ones = b.filled(&edges, 1.0, "gin_ones");
-        let no_counts = b.filled(&s.n_1d, 0.0, "gin_counts0");
-        let counts = b.scatter_rows(&no_counts, &s.dst, &ones, 1, "add");
+        let neighbours = b.mean_over_in_edges(&h, self.config.out_channels, s, "gin");
         let one = b.const_f32(&[1.0], &[]);
-        let counts = b.op("Max", &[&counts, &one], vec![], "gin_counts");
-        let counts = b.unsqueeze(&counts, 1);
-        let neighbours = b.op("Div", &[&sums, &counts], vec![], "gin_mean");
         let eps = b.param(&format!("{prefix}eps"), &self.eps)?;
         let scale = b.op("Add", &[&eps, &one], vec![], "gin_scale");
         let own = b.op("Mul", &[&h, &scale], vec![], "gin_own");

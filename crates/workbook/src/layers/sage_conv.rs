@@ -275,25 +275,7 @@ pub fn lower_onnx(
             })
     };
     let c = config;
-    // mean over in-edges: scatter-add the source rows and the edge counts, divide.
-    let rows = b.gather_rows(h, &s.src);
-    let width = b.const_i64(&[c.in_channels as i64], &[1]);
-    let shape = b.op(
-        "Concat",
-        &[&s.n_1d, &width],
-        vec![attr_int("axis", 0)],
-        "sage_shape",
-    );
-    let zeros = b.filled(&shape, 0.0, "sage_zeros");
-    let sums = b.scatter_rows(&zeros, &s.dst, &rows, 2, "add");
-    let edge_shape = b.op("Shape", &[&s.src], vec![], "sage_edges");
-    let ones = b.filled(&edge_shape, 1.0, "sage_ones");
-    let zero_counts = b.filled(&s.n_1d, 0.0, "sage_counts0");
-    let counts = b.scatter_rows(&zero_counts, &s.dst, &ones, 1, "add");
-    let one = b.const_f32(&[1.0], &[]);
-    let counts = b.op("Max", &[&counts, &one], vec![], "sage_counts");
-    let counts = b.unsqueeze(&counts, 1);
-    let mean = b.op("Div", &[&sums, &counts], vec![], "sage_mean");
+    let mean = b.mean_over_in_edges(h, c.in_channels, s, "sage");
     let mut linear = |input: &str, name: &str, bias: bool| -> Result<String> {
         let w = b.param(
             &format!("{prefix}{name}.weight"),

@@ -285,6 +285,30 @@ impl Builder {
         )
     }
 
+    /// The mean of `h`'s rows (`width` columns) over the edges `src → dst` into every node, 0
+    /// for a node without in-edges (counts clamped at 1): PyG's mean aggregation, as SAGE and a
+    /// reader's GIN lower it. Node names start with `hint`.
+    pub fn mean_over_in_edges(&mut self, h: &str, width: usize, s: &Sizes, hint: &str) -> String {
+        let rows = self.gather_rows(h, &s.src);
+        let width = self.const_i64(&[width as i64], &[1]);
+        let shape = self.op(
+            "Concat",
+            &[&s.n_1d, &width],
+            vec![attr_int("axis", 0)],
+            &format!("{hint}_shape"),
+        );
+        let zeros = self.filled(&shape, 0.0, &format!("{hint}_zeros"));
+        let sums = self.scatter_rows(&zeros, &s.dst, &rows, 2, "add");
+        let edges = self.op("Shape", &[&s.src], vec![], &format!("{hint}_edges"));
+        let ones = self.filled(&edges, 1.0, &format!("{hint}_ones"));
+        let no_counts = self.filled(&s.n_1d, 0.0, &format!("{hint}_counts0"));
+        let counts = self.scatter_rows(&no_counts, &s.dst, &ones, 1, "add");
+        let one = self.const_f32(&[1.0], &[]);
+        let counts = self.op("Max", &[&counts, &one], vec![], &format!("{hint}_counts"));
+        let counts = self.unsqueeze(&counts, 1);
+        self.op("Div", &[&sums, &counts], vec![], &format!("{hint}_mean"))
+    }
+
     /// `Gather(data, index, axis=0)`: rows `index` of `data`.
     pub fn gather_rows(&mut self, data: &str, index: &str) -> String {
         self.op(
