@@ -49,6 +49,11 @@ mkdir -p "$tmp/evcxr-config"
 echo ":preserve_vars_on_panic 0" >"$tmp/evcxr-config/init.evcxr"
 export EVCXR_CONFIG_DIR=$tmp/evcxr-config
 
+# evcxr 0.22 loads each cell's code from a library it builds; with incremental compilation
+# turned off (CARGO_INCREMENTAL=0, as .ci/run sets for its builds) that load fails at the first
+# code cell with "dlsym failed" (seen in CI, 26 Nov 2026; the same notebook passes without it).
+unset CARGO_INCREMENTAL
+
 notebooks=()
 if [ $# -eq 0 ]; then
   notebooks=(notebooks/0*.ipynb)

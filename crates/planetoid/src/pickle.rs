@@ -7,10 +7,16 @@
 //! - `GLOBAL` / `STACK_GLOBAL` produce [`Object::Global`] (just the module and name),
 //! - `REDUCE` / `NEWOBJ` produce [`Object::Call`] holding the callable and its arguments,
 //! - `BUILD` stores its state in that call (`Call::state`), `APPEND(S)`/`SETITEM(S)` on a call
-//!   record the items (this is how a `collections.defaultdict` is filled).
+//!   record the items (this is how a `collections.defaultdict` is filled),
+//! - `PERSID` / `BINPERSID` produce [`Object::PersistentId`]: the id a pickler's
+//!   `persistent_id` wrote, for the caller to resolve. PyTorch's `torch.save` writes every tensor
+//!   storage this way (`('storage', torch.FloatStorage, '0', 'cuda:0', 6)`): the bytes live
+//!   outside the pickle, and the id says where and on which device they were saved.
 //!
 //! Interpreting such calls — for example as a numpy array — is left to [`crate::numpy`],
-//! [`crate::scipy_sparse`] and [`crate::graph_dict`], which accept only the few globals they know.
+//! [`crate::scipy_sparse`] and [`crate::graph_dict`], which accept only the few globals they know
+//! (and to the `workbook` crate's PyTorch checkpoint reader, `workbook::torch_file`, which does
+//! the same for `torch.save` files). This is the project's one pickle reader.
 //!
 //! Objects live in an arena ([`Pickle::object`]) and values refer to them by [`ObjId`], so an
 //! object stored in the memo and later mutated (a list filled by `APPENDS` after `BINPUT`, a
@@ -19,10 +25,12 @@
 //! Python 2 `str` values (`SHORT_BINSTRING`, `BINSTRING`) are kept as raw bytes
 //! ([`Object::Bytes`]); PyTorch Geometric reads them with `encoding='latin1'`, i.e. byte for byte.
 //!
-//! Every opcode the original Planetoid files use is supported, plus close relatives (the text
-//! forms of ints/floats/memo, the protocol 3–4 bytes/unicode/memo/frame opcodes). Anything else
-//! (`INST`, `OBJ`, `PERSID`, extension registry, sets, out-of-band buffers, …) is rejected with
-//! an error naming the opcode and its offset. Sizes are bounded by [`Limits`].
+//! Every opcode the original Planetoid files and PyTorch's `torch.save` use is supported, plus
+//! close relatives (the text forms of ints/floats/memo, the protocol 3–4
+//! bytes/unicode/memo/frame opcodes). Anything else (`INST`, `OBJ`, extension registry, sets,
+//! out-of-band buffers, …) is rejected with an error naming the opcode and its offset. Sizes are
+//! bounded by [`Limits`]. [`Pickle::parse_prefix`] reads one pickle from the front of a longer
+//! input (PyTorch's legacy format is several pickles and raw bytes, one after the other).
 //!
 //! ```
 //! use planetoid::pickle::{Object, Pickle, Value};
@@ -41,6 +49,11 @@
 //! let call = p.as_call(p.root()).unwrap();
 //! assert_eq!(p.as_global(call.callable), Some(("os", "system")));
 //! assert!(matches!(p.object_of(call.args), Some(Object::Tuple(_))));
+//!
+//! // A persistent id is recorded for the caller, never looked up: (protocol 2) BINPERSID
+//! let p = Pickle::parse(b"\x80\x02X\x01\x00\x00\x000\x85Q.").unwrap();
+//! let Some(Object::PersistentId(id)) = p.object_of(p.root()) else { panic!() };
+//! assert_eq!(p.as_tuple(*id).map(|t| t.len()), Some(1));
 //! ```
 
 use std::collections::HashMap;
@@ -160,6 +173,9 @@ pub enum Object {
     },
     /// The result of a `REDUCE`/`NEWOBJ`, never actually called.
     Call(Call),
+    /// `PERSID`/`BINPERSID`: an object the pickler stored outside the pickle, named by this id
+    /// (a string for `PERSID`, any value for `BINPERSID`). Never resolved here.
+    PersistentId(Value),
 }
 
 /// The result of evaluating a pickle: an arena of objects and the root value.
@@ -183,12 +199,39 @@ impl Pickle {
                 limit: limits.max_input_bytes,
             });
         }
-        Machine::new(data, limits).run()
+        Machine::new(data, limits).run().map(|(pickle, _)| pickle)
+    }
+
+    /// Evaluates the pickle at the front of `data` and returns it with the number of bytes it
+    /// took (up to and including its `STOP`); what follows is left to the caller. With
+    /// [`Pickle::parse_with_limits`], bytes after `STOP` are an error.
+    ///
+    /// ```
+    /// use planetoid::pickle::{Limits, Pickle, Value};
+    /// let (p, used) = Pickle::parse_prefix(b"K\x07.raw bytes", &Limits::default()).unwrap();
+    /// assert_eq!((p.root(), used), (Value::Int(7), 3));
+    /// ```
+    pub fn parse_prefix(data: &[u8], limits: &Limits) -> Result<(Pickle, usize), PickleError> {
+        if data.len() > limits.max_input_bytes {
+            return Err(PickleError::TooLarge {
+                size: data.len(),
+                limit: limits.max_input_bytes,
+            });
+        }
+        let mut machine = Machine::new(data, limits);
+        machine.trailing_allowed = true;
+        machine.run()
     }
 
     /// The value the pickle evaluates to.
     pub fn root(&self) -> Value {
         self.root
+    }
+
+    /// Every object in the arena, in creation order (to check, say, every global a pickle
+    /// names before interpreting any of it).
+    pub fn objects(&self) -> &[Object] {
+        &self.objects
     }
 
     /// Number of objects in the arena.
@@ -233,6 +276,14 @@ impl Pickle {
     pub fn as_bytes(&self, v: Value) -> Option<&[u8]> {
         match self.object_of(v)? {
             Object::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The text of a Python 3 `str` (`unicode` in Python 2).
+    pub fn as_str(&self, v: Value) -> Option<&str> {
+        match self.object_of(v)? {
+            Object::Str(s) => Some(s),
             _ => None,
         }
     }
@@ -335,6 +386,7 @@ fn describe_value(objects: &[Object], v: Value) -> String {
                 },
                 _ => "call of a non-global callable".into(),
             },
+            Some(Object::PersistentId(_)) => "persistent id".into(),
         },
     }
 }
@@ -432,6 +484,8 @@ struct Machine<'a> {
     marks: Vec<usize>,
     memo: HashMap<u64, Value>,
     total_items: usize,
+    /// Whether bytes may follow `STOP` ([`Pickle::parse_prefix`]).
+    trailing_allowed: bool,
 }
 
 type R<T> = Result<T, PickleError>;
@@ -450,6 +504,7 @@ impl<'a> Machine<'a> {
             marks: Vec::new(),
             memo: HashMap::new(),
             total_items: 0,
+            trailing_allowed: false,
         }
     }
 
@@ -775,7 +830,7 @@ impl<'a> Machine<'a> {
 
     // ----- the loop ---------------------------------------------------------------------------
 
-    fn run(mut self) -> R<Pickle> {
+    fn run(mut self) -> R<(Pickle, usize)> {
         loop {
             self.op_offset = self.pos;
             self.op_name = "";
@@ -1045,6 +1100,17 @@ impl<'a> Machine<'a> {
                     };
                     self.push_new(Object::Call(call), depth)?
                 }
+                // --- persistent ids (recorded, never resolved)
+                b'Q' => {
+                    let id = self.pop()?;
+                    let depth = self.depth_of(id).saturating_add(1);
+                    self.push_new(Object::PersistentId(id), depth)?
+                }
+                b'P' => {
+                    let line = self.line()?;
+                    let id = self.alloc(Object::Str(line.to_owned()), 0)?;
+                    self.push_new(Object::PersistentId(id), 1)?
+                }
                 b'b' => {
                     let state = self.pop()?;
                     let target = self.top()?;
@@ -1083,7 +1149,7 @@ impl<'a> Machine<'a> {
         }
     }
 
-    fn stop(mut self) -> R<Pickle> {
+    fn stop(mut self) -> R<(Pickle, usize)> {
         let bad = |m: &Self, reason: String| PickleError::BadStop {
             offset: m.op_offset,
             reason,
@@ -1101,7 +1167,7 @@ impl<'a> Machine<'a> {
                 format!("{} value(s) left on the stack", self.stack.len()),
             ));
         }
-        if self.pos != self.data.len() {
+        if self.pos != self.data.len() && !self.trailing_allowed {
             return Err(bad(
                 &self,
                 format!(
@@ -1110,10 +1176,13 @@ impl<'a> Machine<'a> {
                 ),
             ));
         }
-        Ok(Pickle {
-            objects: self.objects,
-            root,
-        })
+        Ok((
+            Pickle {
+                objects: self.objects,
+                root,
+            },
+            self.pos,
+        ))
     }
 }
 
@@ -1408,12 +1477,59 @@ mod tests {
     }
 
     #[test]
+    fn persistent_ids_are_recorded_not_resolved() {
+        // torch.save's id for a storage: ('storage', torch.FloatStorage, '0', 'cuda:0', 6)
+        let b = b"\x80\x02(X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x06\x00\x00\x00cuda:0K\x06tQ.";
+        let p = parse(b).unwrap();
+        let Some(Object::PersistentId(id)) = p.object_of(p.root()) else {
+            panic!("{:?}", p.object_of(p.root()))
+        };
+        let t = p.as_tuple(*id).unwrap();
+        assert_eq!(p.as_global(t[1]), Some(("torch", "FloatStorage")));
+        assert_eq!(p.as_str(t[3]), Some("cuda:0"));
+        assert_eq!(t[4], Value::Int(6));
+        assert_eq!(p.describe(p.root()), "persistent id");
+        // PERSID: the text form
+        let p = parse(b"P7\n.").unwrap();
+        let Some(Object::PersistentId(id)) = p.object_of(p.root()) else {
+            panic!()
+        };
+        assert_eq!(p.as_str(*id), Some("7"));
+        // BINPERSID with nothing to take
+        assert!(matches!(
+            parse(b"Q."),
+            Err(PickleError::StackUnderflow {
+                name: "BINPERSID",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_prefix_parse_says_where_the_pickle_ended() {
+        let (p, used) = Pickle::parse_prefix(b"K\x01.K\x02.", &Limits::default()).unwrap();
+        assert_eq!((p.root(), used), (Value::Int(1), 3));
+        let (p, used) = Pickle::parse_prefix(&b"K\x01.K\x02."[3..], &Limits::default()).unwrap();
+        assert_eq!((p.root(), used), (Value::Int(2), 3));
+        // Still an error: no STOP, or more than the limit.
+        assert!(Pickle::parse_prefix(b"K\x01", &Limits::default()).is_err());
+        let small = Limits {
+            max_input_bytes: 2,
+            ..Limits::default()
+        };
+        assert!(matches!(
+            Pickle::parse_prefix(b"K\x01.", &small),
+            Err(PickleError::TooLarge { .. })
+        ));
+        // parse itself still refuses bytes after STOP
+        assert!(parse(b"K\x01.K\x02.").is_err());
+    }
+
+    #[test]
     fn unsupported_opcodes_are_named() {
         for (op, name) in [
             (b'i', "INST"),
             (b'o', "OBJ"),
-            (b'P', "PERSID"),
-            (b'Q', "BINPERSID"),
             (0x82, "EXT1"),
             (0x8f, "EMPTY_SET"),
             (0x92, "NEWOBJ_EX"),

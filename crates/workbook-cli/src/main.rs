@@ -58,6 +58,9 @@ enum Command {
     ServeDemo(commands::serve_demo::Args),
     /// Pre-flight a model, then export it as ONNX (opset 18) or as safetensors for PyG.
     Export(commands::export::Args),
+    /// Read a PyTorch checkpoint (.pt/.pth state_dict) into safetensors weights and a config;
+    /// --map-location as torch.load's.
+    Import(commands::import::Args),
 }
 
 fn parse_device(s: &str) -> Result<DeviceSpec, String> {
@@ -94,6 +97,8 @@ fn run(command: Command, device: Option<DeviceSpec>) -> Result<()> {
         Command::Bench(args) if args.devices.is_some() => {
             return commands::bench_data_parallel::run(&args)
         }
+        // The map location says where the tensors go; no --device is chosen.
+        Command::Import(args) => return commands::import::run(args),
         other => other,
     };
     let chosen = device::choose(device)?;
@@ -108,5 +113,6 @@ fn run(command: Command, device: Option<DeviceSpec>) -> Result<()> {
         Command::Figures(args) => commands::figures::run(args, &chosen),
         Command::ServeDemo(args) => commands::serve_demo::run(args, &chosen),
         Command::Export(args) => commands::export::run(args, &chosen),
+        Command::Import(args) => commands::import::run(args),
     }
 }

@@ -272,6 +272,133 @@ fn predict_reads_in_channels_minus_one_and_takes_the_width_from_the_weights() {
 }
 
 #[test]
+fn import_reads_a_pt_file_as_torch_load_does_and_predict_reproduces_pyg() {
+    let dir = tempfile::tempdir().unwrap();
+    let pt = repo().join("crates/workbook/tests/fixtures/pyg/pt");
+    let cuda0 = pt.join("cora_gcn_state_dict_cuda0.pt");
+    let import = |extra: &[&str]| {
+        let mut args = vec!["import", cuda0.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        workbook(&args, dir.path())
+    };
+    if !cfg!(feature = "cuda") {
+        let err = failure(&import(&[]));
+        assert!(
+            err.contains("tensor 'conv1.bias' was saved on cuda:0")
+                && err.contains("Attempting to deserialize object on a CUDA device")
+                && err.contains("--map-location cpu"),
+            "{err}"
+        );
+        assert!(!dir
+            .path()
+            .join("cora_gcn_state_dict_cuda0.safetensors")
+            .exists());
+    }
+    let stdout = ok(&import(&["--map-location", "cpu"]));
+    for part in [
+        "torch.save zip (PyTorch >= 1.6) format, 4 tensors saved on cuda:0",
+        "loaded onto cpu (--map-location cpu)",
+        "conv1: GCNConv 1433 -> 16",
+        "conv2: GCNConv 16 -> 7",
+        "model inferred from the names and shapes",
+        "wrote cora_gcn_state_dict_cuda0.safetensors (PyG-named tensors) and cora_gcn_state_dict_cuda0.json (config)",
+    ] {
+        assert!(stdout.contains(part), "missing {part:?} in:\n{stdout}");
+    }
+    // The written pair runs in predict and gives PyG's logits.
+    let graph = dir.path().join("cora.safetensors");
+    ok(&workbook(
+        &[
+            "data",
+            "--dataset",
+            "cora",
+            "--out",
+            graph.to_str().unwrap(),
+        ],
+        dir.path(),
+    ));
+    let out = dir.path().join("out.safetensors");
+    ok(&workbook(
+        &[
+            "predict",
+            "--config",
+            "cora_gcn_state_dict_cuda0.json",
+            "--weights",
+            "cora_gcn_state_dict_cuda0.safetensors",
+            "--graph",
+            graph.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        dir.path(),
+    ));
+    let ours = tensor_file::read(&out, &Device::Cpu).unwrap();
+    let reference = tensor_file::read(&fixture("cora_gcn_trained"), &Device::Cpu).unwrap();
+    let diff = max_diff(&ours.tensors["out"], &reference.tensors["expected.logits"]);
+    assert!(diff <= 1e-5, "{diff}");
+
+    // The legacy format and a DataParallel file, onto a simulated device.
+    let stdout = ok(&workbook(
+        &[
+            "import",
+            pt.join("cora_gcn_dataparallel.pt").to_str().unwrap(),
+            "--map-location",
+            "sim:1",
+            "--out",
+            "dp.safetensors",
+        ],
+        dir.path(),
+    ));
+    assert!(
+        stdout.contains("loaded onto sim:1") && stdout.contains("every key starts with 'module.'"),
+        "{stdout}"
+    );
+    ok(&workbook(
+        &[
+            "import",
+            pt.join("cora_gcn_state_dict_legacy.pt").to_str().unwrap(),
+            "--out",
+            "legacy.safetensors",
+        ],
+        dir.path(),
+    ));
+    // Refusals: a pickled module, a bad map location, an output onto the input.
+    let err = failure(&workbook(
+        &[
+            "import",
+            pt.join("cora_gcn_whole_module.pt").to_str().unwrap(),
+        ],
+        dir.path(),
+    ));
+    assert!(
+        err.contains("refused: the file names the Python global"),
+        "{err}"
+    );
+    let err = failure(&import(&["--map-location", "gpu"]));
+    assert!(err.contains("unknown device 'gpu'"), "{err}");
+    let copy = dir.path().join("copy.pt");
+    std::fs::copy(&cuda0, &copy).unwrap();
+    let before = std::fs::read(&copy).unwrap();
+    let err = failure(&workbook(
+        &[
+            "import",
+            "copy.pt",
+            "--map-location",
+            "cpu",
+            "--out",
+            "copy.pt",
+        ],
+        dir.path(),
+    ));
+    assert!(err.contains("--out"), "{err}");
+    assert_eq!(
+        std::fs::read(&copy).unwrap(),
+        before,
+        "the input is untouched"
+    );
+}
+
+#[test]
 fn predict_runs_a_single_pyg_layer_with_edge_weights() {
     let dir = tempfile::tempdir().unwrap();
     let fx = fixture("gcn_random_weighted_improved");

@@ -33,9 +33,11 @@
 
 use crate::error::{Result, WorkbookError};
 use crate::layers::LayerRegistry;
+use crate::model::infer::infer_config;
 use crate::model::{Model, ModelConfig};
 use crate::placement::Placement;
 use crate::tensor_file;
+use crate::torch_file::{MapLocation, TorchFile, TorchFormat};
 use candle_core::{Device, Tensor};
 use std::collections::HashMap;
 use std::path::Path;
@@ -134,6 +136,88 @@ pub fn load_stripping_prefix(
     from_file(path, config, tensors, map_location.into())
 }
 
+/// What [`load_pt`] read from a PyTorch `.pt` file, and what it decided on the way.
+#[derive(Debug)]
+pub struct PtImport {
+    /// The model, on the placement the map location chose.
+    pub model: Model,
+    /// The file's `torch.save` format.
+    pub format: TorchFormat,
+    /// The locations its storages were saved on (`cpu`, `cuda:0`).
+    pub saved_on: Vec<String>,
+    /// Whether the config was inferred from the names and shapes (no config given).
+    pub inferred: bool,
+    /// Every decision worth reading: a wrapper's prefix removed, a nested state_dict taken,
+    /// each default an inferred config took.
+    pub notes: Vec<String>,
+}
+
+/// Loads a PyTorch checkpoint, `torch.save(model.state_dict(), path)`, onto `map_location`
+/// (PyTorch's `map_location`: [`MapLocation::AsSaved`] fails for a file saved on a GPU this
+/// machine lacks, as `torch.load` does). The model is `config`, or when `None` the one the
+/// state_dict's PyG names and shapes describe ([`infer_config`]). Keys saved from a wrapped
+/// model (`module.` from `DataParallel`) have the prefix removed, with a note saying why it was
+/// there. The same checks as [`load_with_config`] follow: every name, shape and dtype, and no
+/// NaN. Nothing in the file is run: see [`crate::torch_file`].
+///
+/// ```
+/// use workbook::checkpoint::load_pt;
+/// use workbook::torch_file::MapLocation;
+/// use workbook::Placement;
+/// let dir = env!("CARGO_MANIFEST_DIR");
+/// let path = format!("{dir}/tests/fixtures/pyg/pt/cora_gcn_dataparallel.pt");
+/// let import = load_pt(path.as_ref(), &MapLocation::To(Placement::sim(1)), None).unwrap();
+/// assert_eq!(import.model.placement().to_string(), "sim:1");
+/// assert!(import.notes[0].contains("'module.'"), "{:?}", import.notes);
+/// assert_eq!(import.model.config().layers[0].in_channels(), 1433);
+/// ```
+pub fn load_pt(
+    path: &Path,
+    map_location: &MapLocation,
+    config: Option<ModelConfig>,
+) -> Result<PtImport> {
+    let file = TorchFile::read(path)?;
+    let at = file.placement(map_location)?;
+    let mut notes = file.notes.clone();
+    let mut tensors = file.host_tensors()?;
+    let names: Vec<&String> = tensors.keys().collect();
+    if let Some(prefix) = ["module.", "_orig_mod."]
+        .into_iter()
+        .find(|p| !names.is_empty() && names.iter().all(|n| n.starts_with(p)))
+    {
+        let (wrapper, fix) = crate::error::wrapper_of(prefix);
+        notes.insert(0, format!(
+            "every key starts with '{prefix}': the state_dict of a model wrapped in {wrapper}, saved without unwrapping it ({fix}); the prefix was removed"
+        ));
+        tensors = strip_prefix(tensors, prefix)?;
+    }
+    let inferred = config.is_none();
+    let config = match config {
+        Some(c) => {
+            c.validate()?;
+            c
+        }
+        None => {
+            let mut shapes: Vec<(String, Vec<usize>)> = tensors
+                .iter()
+                .map(|(n, t)| (n.clone(), t.dims().to_vec()))
+                .collect();
+            shapes.sort();
+            let (c, more) = infer_config(&shapes)?;
+            notes.extend(more);
+            c
+        }
+    };
+    let model = from_file(path, config, tensors, at)?;
+    Ok(PtImport {
+        model,
+        format: file.format,
+        saved_on: file.locations().into_iter().map(str::to_string).collect(),
+        inferred,
+        notes,
+    })
+}
+
 /// The names with `prefix` removed where they start with it (others are kept as they are):
 /// PyTorch's `{k.removeprefix(prefix): v for k, v in state_dict.items()}`. Two names that
 /// become one (`module.conv1.lin.weight` beside `conv1.lin.weight`) are an error rather than
@@ -199,6 +283,14 @@ fn from_file(
     {
         return Err(err);
     }
+    // A lazy layer (in_channels = -1) takes its width from the weights, as PyTorch's
+    // load_state_dict materialises one.
+    let config = crate::model::widths_from_tensors(config, &tensors)?;
+    let expected: Vec<String> = config
+        .parameter_shapes()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
     let mut unexpected: Vec<String> = tensors
         .keys()
         .filter(|k| !expected.contains(k))

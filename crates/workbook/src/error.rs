@@ -174,6 +174,34 @@ pub enum WorkbookError {
         placement: PlacementId,
     },
 
+    /// A PyTorch checkpoint whose storages were saved on a device this machine does not have,
+    /// loaded without a map location ([`crate::torch_file`]); PyTorch's `torch.load` fails the
+    /// same way.
+    #[error("{origin}: tensor '{tensor}' was saved on {location} (torch.save records the device of every tensor), and {location} cannot be opened here: {reason}. PyTorch fails the same way: \"Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False. If you are running on a CPU-only machine, please use torch.load with map_location=torch.device('cpu')\". Say where the tensors should go instead: --map-location cpu (or a device of this machine, or sim:N to rehearse on a simulated device; --map-location {location}=cpu maps only that device), in Rust MapLocation::To(Placement::cpu())")]
+    SavedOnMissingDevice {
+        /// The file.
+        origin: String,
+        /// The first tensor saved there.
+        tensor: String,
+        /// The location `torch.save` recorded: `cuda:0`.
+        location: String,
+        /// Why it cannot be opened.
+        reason: String,
+    },
+
+    /// A `torch.save` file that names Python code (a class or function other than the few a
+    /// `state_dict` uses): a pickled module, `torch.save(model)`, is code to run, not weights
+    /// ([`crate::torch_file`]).
+    #[error("{origin}: refused: the file names the Python global '{first}'{}, so it is not a state_dict but a pickled Python object (torch.save(model) writes one). Loading it means importing and running that code, which this reader never does; PyTorch >= 2.6 refuses it too by default (weights_only=True: \"Weights only load failed\"). On the machine that wrote it, with the model's code, save the weights alone: torch.save(model.state_dict(), 'model.pt')", if *.count > 1 { format!(" and {} more", .count - 1) } else { String::new() })]
+    PickledCode {
+        /// The file.
+        origin: String,
+        /// The first global that is not a state_dict's.
+        first: String,
+        /// How many such globals it names.
+        count: usize,
+    },
+
     /// An I/O error with the path it concerns.
     #[error("{path}: {source}")]
     Io {

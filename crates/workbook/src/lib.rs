@@ -43,7 +43,7 @@
 //! ids and errors: ids error
 //! base: limits atomic_write input_file ledger
 //! placement: placement device placed_tensor fixed_device
-//! files: tensor_file non_finite onnx_graph
+//! files: tensor_file torch_file non_finite onnx_graph
 //! graph: edge_index graph graph_file datasets loader
 //! ops: ops
 //! layers: module layers
@@ -59,8 +59,8 @@
 //! - **placement**: where tensors live, `cpu`, `cuda:N` or a simulated `sim:N` ([`placement`]),
 //!   the device policy ([`device`]), a tensor that checks its operand ([`placed_tensor`]), the
 //!   witness of devices written in code ([`fixed_device`]);
-//! - **files**: safetensors I/O ([`tensor_file`]), NaN checks ([`non_finite`]), ONNX graph
-//!   writing ([`onnx_graph`]);
+//! - **files**: safetensors I/O ([`tensor_file`]), PyTorch's `.pt` checkpoints
+//!   ([`torch_file`]), NaN checks ([`non_finite`]), ONNX graph writing ([`onnx_graph`]);
 //! - **graph**: the validated [`edge_index`] and its CSR, [`graph`]s and their files
 //!   ([`graph_file`]), [`datasets`], the neighbour [`loader`];
 //! - **ops**: kernels and ops candle lacks, dropout among them ([`ops`]);
@@ -81,7 +81,7 @@
 //!
 //! The core: tensors, layers, placement, loaders and files. Its dependencies are candle,
 //! safetensors, serde (and erased-serde, for layer configs of any type), rand, rayon, tempfile,
-//! thiserror, prost (the ONNX messages), proc-macro2 (Rust tokens, for the [`fixed_device`]
+//! thiserror, prost (the ONNX messages), zip (PyTorch's `.pt` files), proc-macro2 (Rust tokens, for the [`fixed_device`]
 //! witness), the `planetoid` reader and `workbook-derive` (the `#[derive(Module)]` that visits
 //! every tensor field of a layer): no HTTP client and no plotting crate.
 //!
@@ -125,6 +125,7 @@ pub mod placed_tensor;
 pub mod placement;
 pub mod predict;
 pub mod tensor_file;
+pub mod torch_file;
 pub mod train;
 
 pub use edge_index::EdgeIndex;

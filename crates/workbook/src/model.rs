@@ -31,6 +31,7 @@
 //! on the placement it is given ([`LayerSpec::build`](crate::layers::LayerSpec::build)).
 
 pub mod config;
+pub mod infer;
 pub mod state_dict;
 
 pub use crate::layers::{Layer, LayerConfig};
@@ -802,7 +803,7 @@ impl Model {
 /// `config` with each lazy layer's width read from the weights about to be loaded, as PyTorch's
 /// `load_state_dict` materialises a lazy module from the shapes it is given. The width is the
 /// dimension of the first parameter that changes with `in_channels` (`lin.weight`'s second).
-fn widths_from_tensors(
+pub(crate) fn widths_from_tensors(
     mut config: ModelConfig,
     tensors: &HashMap<String, Tensor>,
 ) -> Result<ModelConfig> {

@@ -24,6 +24,7 @@ const CORE: &[&str] = &[
     "tempfile",
     "thiserror",
     "workbook-derive",
+    "zip",
 ];
 
 /// Crates that must not be unconditional dependencies of the core.

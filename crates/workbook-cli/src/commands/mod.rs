@@ -9,6 +9,7 @@ pub mod demo;
 pub mod devices;
 pub mod export;
 pub mod figures;
+pub mod import;
 pub mod inspect;
 pub mod minibatch_args;
 pub mod predict;

@@ -379,6 +379,48 @@ fn ch02_portable_checkpoint() {
 }
 
 #[test]
+fn ch02_pytorch_checkpoints() {
+    use workbook::torch_file::MapLocation;
+    let pt =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pyg/pt");
+    let path = pt.join("cora_gcn_state_dict_cuda0.pt");
+    let short = |e: workbook::WorkbookError| {
+        e.to_string().replace(&pt.display().to_string(), "pt")
+    };
+    // ANCHOR: ch02_pt
+    // torch.load(path): each tensor to the device it was saved on
+    let refused = checkpoint::load_pt(&path, &MapLocation::AsSaved, None);
+    // map_location="cpu" (or "sim:1", or {"cuda:0": "cpu"})
+    let to = MapLocation::To(Placement::cpu());
+    let import = checkpoint::load_pt(&path, &to, None).unwrap(); // config inferred
+    assert_eq!(import.model.config(), &ModelConfig::gcn(1433, 16, 7));
+    // ANCHOR_END: ch02_pt
+    let mut text = String::new();
+    // With a GPU (the cuda feature) the file loads as saved, as in PyTorch; the book's text is
+    // generated on a machine without one.
+    if let Err(e) = refused {
+        text.push_str(&format!("{}\n\n", short(e)));
+    }
+    for note in &import.notes {
+        text.push_str(&format!("note: {note}\n"));
+    }
+    let wrapped =
+        checkpoint::load_pt(&pt.join("cora_gcn_dataparallel.pt"), &to, None)
+            .unwrap();
+    text.push_str(&format!(
+        "\ncora_gcn_dataparallel.pt: {}\n",
+        wrapped.notes[0]
+    ));
+    let whole =
+        checkpoint::load_pt(&pt.join("cora_gcn_whole_module.pt"), &to, None)
+            .unwrap_err();
+    text.push_str(&format!("\n{}\n", short(whole)));
+    if !cfg!(feature = "cuda") {
+        generated("ch02_pt.txt", &text);
+    }
+}
+
+#[test]
 fn ch03_the_race_reproduced() {
     use std::sync::Arc;
     use workbook_lessons::threads::{race_demo, serving};
