@@ -25,7 +25,8 @@ print("Data:", data)
 
 section("cpu")
 # ANCHOR: cpu
-conv = SimpleConv(aggr="sum")  # x_j = x.index_select(0, edge_index[0]), summed at edge_index[1]
+# x_j = x.index_select(0, edge_index[0]), summed at edge_index[1]
+conv = SimpleConv(aggr="sum")
 try:
     conv(data.x, data.edge_index)
 except Exception as e:

@@ -12,7 +12,9 @@
 use workbook::candle_core::{DType, Device, Tensor};
 use workbook::ops::raw_index::{gather_rows, scatter_add_rows};
 use workbook::sim_device::SimErrors;
-use workbook::{datasets, Graph, Model, ModelConfig, Placement, UncheckedGraph, WorkbookError};
+use workbook::{
+    datasets, EdgeIndex, Graph, Model, ModelConfig, Placement, UncheckedGraph, WorkbookError,
+};
 
 /// A reader's own sum aggregation, written as PyG's `MessagePassing` does it:
 /// `x_j = x.index_select(0, edge_index[0])`, then a sum of the messages at `edge_index[1]`.
@@ -104,7 +106,7 @@ fn a_reported_fault_is_sticky_until_the_device_is_reset() {
     let kernel = gather_rows(data.x(), &data.edge_index().get(1).unwrap(), &gpu, "x[dst]");
     let kernel = kernel.unwrap_err().to_string();
     assert!(kernel.contains("(gather_rows 'x[dst]' here)"), "{kernel}");
-    let (model, _) = Model::init(ModelConfig::gcn(2, 4, 2), 0, &Placement::cpu()).unwrap();
+    let (model, _) = Model::init(ModelConfig::gcn(2, 4, 2), 0, Placement::cpu()).unwrap();
     let model = model.to_device(&gpu).unwrap_err().to_string();
     assert!(model.contains("from cpu to sim:1 here)"), "{model}");
     let graph = Graph::validate(&ring())
@@ -112,6 +114,13 @@ fn a_reported_fault_is_sticky_until_the_device_is_reset() {
         .to_device(&gpu)
         .unwrap_err();
     assert!(matches!(graph, WorkbookError::DeviceFailed { .. }));
+    // A model and a graph made on the device (no copy) fail at the forward pass's checks.
+    let (model, _) = Model::init(ModelConfig::gcn(2, 4, 2), 0, &gpu).unwrap();
+    let edges = EdgeIndex::new(&[0, 1], &[1, 2], 3, &gpu).unwrap();
+    let x = Tensor::zeros((3, 2), DType::F32, gpu.device()).unwrap();
+    let graph = Graph::new("on the device", x, edges).unwrap();
+    let forward = model.forward_graph(&graph).unwrap_err().to_string();
+    assert!(forward.contains("(the device check of "), "{forward}");
 
     // A fresh device has its own state; a reset makes this one usable again.
     let fresh = Placement::sim_with(1, SimErrors::Asynchronous);

@@ -163,7 +163,8 @@ fn ch01_inspect_every_tensor() {
 }
 
 // ANCHOR: ch01_sum_neighbours
-/// A sum over in-neighbours, written as PyG's MessagePassing does it, on the raw tensors.
+/// A sum over in-neighbours, written as PyG's MessagePassing does it,
+/// on the raw tensors.
 fn sum_neighbours(data: &UncheckedGraph) -> workbook::Result<Tensor> {
     let (x, edge_index, at) = (data.x(), data.edge_index(), data.placement());
     // x_j = x.index_select(0, edge_index[0])
