@@ -14,7 +14,11 @@
 //!   (the default), or recorded and reported at the next synchronising operation (the
 //!   asynchronous mode: the op returns a result anyway, zero rows where the index was bad, as
 //!   the GPU threads that did not fault write theirs), or at once in CUDA's words (blocking);
-//! - `cuda:N`: candle's own kernels, whose `assert` is a real device-side assert.
+//! - `cuda:N`: candle's own kernels, whose `assert` (id below the row count) is a real
+//!   device-side assert. Those asserts miss a negative `i64` id, and candle reads `u32::MAX` as
+//!   "no row" (zeros): the index is first widened to `i64` with every negative id replaced by
+//!   the row count, on the device and without waiting for it, so that each bad id trips the
+//!   assert.
 //!
 //! The check reads the index on the host, which a simulated device's memory is; it is part of
 //! these two ops only, and the layers' kernels do not pay for it.
@@ -46,6 +50,7 @@ pub fn gather_rows(x: &Tensor, index: &Tensor, at: &Placement, what: &str) -> Re
     let rows = x.dim(0)?;
     match check("gather_rows", what, index, rows, at)? {
         Checked::Trusted => Ok(x.index_select(index, 0)?),
+        Checked::Device(index) => Ok(x.index_select(&index, 0)?),
         Checked::Faulted { safe, keep } => {
             let gathered = x.index_select(&safe, 0)?;
             Ok(gathered.broadcast_mul(&row_mask(&keep, gathered.rank(), x.dtype())?)?)
@@ -74,6 +79,7 @@ pub fn scatter_add_rows(
     let out = Tensor::zeros(shape, src.dtype(), src.device())?;
     match check("scatter_add_rows", what, index, num_rows, at)? {
         Checked::Trusted => Ok(out.index_add(index, src, 0)?),
+        Checked::Device(index) => Ok(out.index_add(&index, src, 0)?),
         Checked::Faulted { safe, keep } => {
             let kept = src.broadcast_mul(&row_mask(&keep, src.rank(), src.dtype())?)?;
             Ok(out.index_add(&safe, &kept, 0)?)
@@ -83,8 +89,10 @@ pub fn scatter_add_rows(
 
 /// What the bound check found.
 enum Checked {
-    /// Every id in range, or a device whose own kernel checks (CUDA): use the index as it is.
+    /// Every id in range: use the index as it is.
     Trusted,
+    /// A device whose kernels check (CUDA): use this index, in which every bad id trips them.
+    Device(Tensor),
     /// Some ids out of range on an asynchronous simulated device, which goes on: `safe` has
     /// them replaced by 0, `keep` is 1 for the ids that were in range and 0 for the others.
     Faulted { safe: Tensor, keep: Tensor },
@@ -104,7 +112,7 @@ fn check(op: &str, what: &str, index: &Tensor, bound: usize, at: &Placement) -> 
         )));
     }
     if !at.device().is_cpu() {
-        return Ok(Checked::Trusted);
+        return Ok(Checked::Device(tripping_negatives(index, bound)?));
     }
     let ids = index.to_dtype(DType::I64)?.to_vec1::<i64>()?;
     let out_of_range = |id: i64| id < 0 || id as u64 >= bound as u64;
@@ -142,9 +150,42 @@ fn check(op: &str, what: &str, index: &Tensor, bound: usize, at: &Placement) -> 
     })
 }
 
+/// `index` as `i64` with every negative id replaced by `bound`, computed on the index's device
+/// without reading it back: candle's CUDA kernels `assert(id < rows)` on the id as it is, so a
+/// negative `i64` would pass and read before the data, and a `u32::MAX` would be taken for
+/// "no row"; widened, both are `>= bound` and trip the assert.
+fn tripping_negatives(index: &Tensor, bound: usize) -> Result<Tensor> {
+    let wide = index.to_dtype(DType::I64)?;
+    let bound = Tensor::full(bound as i64, wide.dims(), wide.device())?;
+    Ok(wide.lt(0i64)?.where_cond(&bound, &wide)?)
+}
+
 /// `keep` (`[E]`) shaped `[E, 1, ...]` to multiply rows of rank `rank`, in `dtype`.
 fn row_mask(keep: &Tensor, rank: usize, dtype: DType) -> Result<Tensor> {
     let mut shape = vec![1; rank.max(1)];
     shape[0] = keep.dim(0)?;
     Ok(keep.to_dtype(dtype)?.reshape(shape)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    #[test]
+    fn every_bad_id_trips_the_device_assert() {
+        // What the CUDA path hands candle's kernels, computed here on the CPU with the same ops.
+        let neg = Tensor::new(&[0i64, -1, 2, -7], &Device::Cpu).unwrap();
+        let got = tripping_negatives(&neg, 3)
+            .unwrap()
+            .to_vec1::<i64>()
+            .unwrap();
+        assert_eq!(got, vec![0, 3, 2, 3]);
+        let max = Tensor::new(&[1u32, u32::MAX], &Device::Cpu).unwrap();
+        let got = tripping_negatives(&max, 3)
+            .unwrap()
+            .to_vec1::<i64>()
+            .unwrap();
+        assert_eq!(got, vec![1, u32::MAX as i64]);
+    }
 }
