@@ -17,6 +17,7 @@
 
 use crate::error::{Result, WorkbookError};
 use crate::placement::{open_cuda as cuda, Placement};
+use crate::sim_device::SimErrors;
 use candle_core::Device;
 use std::fmt;
 use std::str::FromStr;
@@ -122,10 +123,22 @@ pub fn open(spec: DeviceSpec, source: &str) -> Result<Chosen> {
     };
     match spec {
         DeviceSpec::Cpu => Ok(chosen(Placement::cpu(), format!("cpu {source}"))),
-        DeviceSpec::Sim(n) => Ok(chosen(
-            Placement::sim(n),
-            format!("sim:{n} {source}: a simulated device (host memory, checked as a device of its own)"),
-        )),
+        DeviceSpec::Sim(n) => {
+            // Read here too, so that a mistyped switch is an error rather than ignored.
+            let errors = match SimErrors::from_env()? {
+                SimErrors::Synchronous => "",
+                SimErrors::Asynchronous => {
+                    "; kernel errors reported asynchronously, as on CUDA (WORKBOOK_SIM_ASYNC=1)"
+                }
+                SimErrors::Blocking => {
+                    "; kernel errors reported by the faulting operation (WORKBOOK_LAUNCH_BLOCKING=1)"
+                }
+            };
+            Ok(chosen(
+                Placement::sim(n),
+                format!("sim:{n} {source}: a simulated device (host memory, checked as a device of its own){errors}"),
+            ))
+        }
         DeviceSpec::Cuda(n) => {
             let device = cuda(n).map_err(|why| {
                 WorkbookError::InvalidConfig(format!(

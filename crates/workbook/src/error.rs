@@ -202,6 +202,55 @@ pub enum WorkbookError {
         count: usize,
     },
 
+    /// An index read by a kernel that trusts its indices ([`crate::ops::raw_index`]) is out of
+    /// range, reported at once: on the CPU, and on a simulated device in its default
+    /// (synchronous) mode. PyTorch on the CPU: "IndexError: index out of range in self".
+    #[error("index out of range in {0}. (PyTorch on the CPU: \"IndexError: index out of range in self\".) If the index is a row of an edge_index, an id is not a node of the graph: check the graph before any kernel runs with Graph::validate(&data) (PyG: data.validate())")]
+    IndexOutOfRange(Box<KernelFault>),
+
+    /// A simulated device's kernel failed (see [`crate::sim_device`]). Asynchronous mode
+    /// (`cause` is `None`): reported by a later operation that waits for the device, which
+    /// may not be the cause, as CUDA's "device-side assert triggered" is. Blocking mode
+    /// (`WORKBOOK_LAUNCH_BLOCKING=1`): reported by the faulting kernel, named with the index.
+    #[error("{}", device_assert(*.device, .reported_by, .cause.as_deref()))]
+    DeviceAssert {
+        device: PlacementId,
+        /// The operation that reported the fault.
+        reported_by: String,
+        /// The fault itself, known only to the blocking mode.
+        cause: Option<Box<KernelFault>>,
+    },
+
+    /// An operation on a simulated device after a kernel fault was reported there: the error
+    /// is sticky, as CUDA's is, until the device is reset.
+    #[error("{device} is unusable: a device-side assert was reported there earlier (by {first_reported_by}), and every later operation on the device fails ({reported_by} here), as every CUDA call does after one. Find the cause with WORKBOOK_LAUNCH_BLOCKING=1 or Graph::validate(&data), then call placement.reset_device() or use a fresh device (Placement::sim_with); on CUDA, restart the process")]
+    DeviceFailed {
+        device: PlacementId,
+        /// The operation that reported the fault first.
+        first_reported_by: String,
+        /// The operation that failed now.
+        reported_by: String,
+    },
+
+    /// [`Graph::validate`](crate::graph::Graph::validate) found an edge whose id is not a
+    /// node, before any kernel could meet it. Quotes PyG's `Data.validate()`.
+    #[error("edge_index[{row}][{edge}] = {id} is not a node id: the graph has {num_nodes} nodes, so ids must be in 0..{num_nodes} (edges with an id outside it: {count} of {num_edges}; this is the first). Graph::validate caught it before any kernel ran; PyG's data.validate() says \"{}\". Usual causes: ids counted from 1 (subtract 1), or a subgraph's edges kept with the whole graph's ids (relabel them; PyG: subgraph(subset, edge_index, relabel_nodes=True))", pyg_validate(*.num_nodes, *.min, *.max))]
+    NodeIdOutOfRange {
+        /// 0: the source row, 1: the target row.
+        row: usize,
+        /// The first offending edge.
+        edge: usize,
+        /// Its id.
+        id: i64,
+        num_nodes: usize,
+        /// How many edges name an id outside `0..num_nodes`.
+        count: usize,
+        num_edges: usize,
+        /// The smallest and largest id of the whole edge index (what PyG reports).
+        min: i64,
+        max: i64,
+    },
+
     /// An I/O error with the path it concerns.
     #[error("{path}: {source}")]
     Io {
@@ -318,6 +367,61 @@ impl fmt::Display for Mismatch {
 }
 
 impl std::error::Error for Mismatch {}
+
+/// An index a kernel found out of range: which kernel, on what, where, and the bound.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelFault {
+    /// The kernel (`gather_rows`).
+    pub op: String,
+    /// What it was computing, as the caller named it (`x[edge_index[0]]`).
+    pub what: String,
+    pub device: PlacementId,
+    /// Where in the index the first bad value is.
+    pub position: usize,
+    /// The bad value.
+    pub index: i64,
+    /// The number of rows the index selects from or scatters into.
+    pub bound: usize,
+    /// How many values of the index are out of range.
+    pub count: usize,
+    /// How many values the index has.
+    pub len: usize,
+}
+
+impl fmt::Display for KernelFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} '{}' on {}: index {} at position {} is out of range for {} rows (valid: 0..{}; out-of-range indices: {} of {})",
+            self.op, self.what, self.device, self.index, self.position, self.bound, self.bound, self.count, self.len
+        )
+    }
+}
+
+/// The text of [`WorkbookError::DeviceAssert`]: CUDA's, with the fix.
+fn device_assert(device: PlacementId, reported_by: &str, cause: Option<&KernelFault>) -> String {
+    let unusable = format!(
+        "{device} is now unusable: every later operation on it fails, as every CUDA call does after a device-side assert, until placement.reset_device() (on CUDA: restart the process)"
+    );
+    match cause {
+        None => format!(
+            "device-side assert triggered on {device}, reported by {reported_by}. A kernel launched earlier on {device} failed; on an asynchronous device (CUDA, or sim:N with WORKBOOK_SIM_ASYNC=1) a kernel's error is reported by some later operation that waits for the device, so this operation may not be the cause. For debugging, rerun with WORKBOOK_LAUNCH_BLOCKING=1 (PyTorch: CUDA_LAUNCH_BLOCKING=1), which reports the error at the operation that caused it, or check the graph before any kernel runs with Graph::validate(&data). {unusable}"
+        ),
+        Some(fault) => format!(
+            "device-side assert triggered in {fault}; reported by the operation that caused it (WORKBOOK_LAUNCH_BLOCKING=1). If the index is a row of an edge_index, check the graph before any kernel runs with Graph::validate(&data) (PyG: data.validate()). {unusable}"
+        ),
+    }
+}
+
+/// What PyG's `Data.validate()` raises for an edge index with ids from `min` to `max` on
+/// `num_nodes` nodes (it checks negative ids first), for [`WorkbookError::NodeIdOutOfRange`].
+fn pyg_validate(num_nodes: usize, min: i64, max: i64) -> String {
+    if min < 0 {
+        format!("ValueError: 'edge_index' contains negative indices in 'Data' (found {min})")
+    } else {
+        format!("ValueError: 'edge_index' contains larger indices than the number of nodes ({num_nodes}) in 'Data' (found {max})")
+    }
+}
 
 /// One tensor's NaN and infinite values (see [`crate::non_finite`], which calls it `Found`).
 #[derive(Clone, Debug, PartialEq, Eq)]

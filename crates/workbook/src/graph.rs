@@ -17,7 +17,8 @@
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
 use crate::placement::{bytes_of, inherit, Placed, Placement, Role};
-use candle_core::{Device, Tensor};
+use crate::unchecked_graph::UncheckedGraph;
+use candle_core::{DType, Device, Tensor};
 
 /// Node ids of the train / validation / test sets, as `u32` tensors.
 #[derive(Clone, Debug)]
@@ -151,6 +152,82 @@ impl Graph {
             num_classes: 0,
             split: None,
         })
+    }
+
+    /// Checks a graph held as PyG's `Data` holds it and returns it as a checked `Graph`,
+    /// before any kernel can meet a bad id: PyG's `data.validate(raise_on_error=True)`, which
+    /// checks that the edge index has shape `[2, num_edges]`, that no id is negative and that
+    /// none is `num_nodes` or more (`num_nodes` being the rows of `x`). The error names the
+    /// first offending edge, its id, the node count and how many edges are wrong, and quotes
+    /// PyG. The ids are read back to the host once (recorded in the ledger, as PyG's
+    /// `edge_index.min()` / `.max()` are copies too); validate on the CPU, before moving the
+    /// graph, to spare the copy.
+    ///
+    /// ```
+    /// use workbook::{Graph, UncheckedGraph};
+    /// use workbook::candle_core::{DType, Device, Tensor};
+    /// let x = Tensor::zeros((3, 2), DType::F32, &Device::Cpu).unwrap();
+    /// let ei = Tensor::new(&[[0i64, 1], [1, 2]], &Device::Cpu).unwrap();
+    /// let graph = Graph::validate(&UncheckedGraph::new("tiny", x, ei)).unwrap();
+    /// assert_eq!((graph.num_nodes(), graph.num_edges()), (3, 2));
+    /// ```
+    pub fn validate(data: &UncheckedGraph) -> Result<Self> {
+        let (x, edge_index, at) = (data.x(), data.edge_index(), data.placement());
+        let dims = edge_index.dims();
+        if dims.len() != 2 || dims[0] != 2 {
+            return Err(WorkbookError::InvalidGraph(format!(
+                "edge_index must have shape [2, num_edges] (row 0 = sources, row 1 = targets), got {dims:?}; if you have [num_edges, 2], transpose it (PyG's data.validate() says \"ValueError: 'edge_index' needs to be of shape [2, num_edges] in 'Data' (found torch.Size({dims:?}))\")"
+            )));
+        }
+        if !matches!(
+            edge_index.dtype(),
+            DType::I64 | DType::U32 | DType::I32 | DType::U8
+        ) {
+            return Err(WorkbookError::InvalidGraph(format!(
+                "edge_index must hold integers (i64, i32, u32 or u8), got {:?}",
+                edge_index.dtype()
+            )));
+        }
+        let num_nodes = match x.dims() {
+            [n, _] if x.dtype().is_float() => *n,
+            other => {
+                return Err(WorkbookError::InvalidGraph(format!(
+                    "x must be a float tensor [num_nodes, num_features], got {:?} {other:?}; the node count is read from it (PyG's data.validate() says \"ValueError: 'num_nodes' is undefined in 'Data'\" when it has neither x nor num_nodes)",
+                    x.dtype()
+                )))
+            }
+        };
+        let num_edges = dims[1];
+        let flat = edge_index.flatten_all()?.to_dtype(DType::I64)?;
+        let ids: Vec<i64> = at.fetch_vec1(
+            &flat,
+            &format!("{}.edge_index (Graph::validate)", data.name),
+        )?;
+        let (src, dst) = ids.split_at(num_edges);
+        let out_of_range = |id: i64| id < 0 || id as u64 >= num_nodes as u64;
+        // The first bad edge in edge order, checking its source before its target.
+        let first = (0..num_edges).find_map(|e| {
+            [(0, src[e]), (1, dst[e])]
+                .into_iter()
+                .find(|&(_, id)| out_of_range(id))
+                .map(|(row, id)| (row, e, id))
+        });
+        if let Some((row, edge, id)) = first {
+            return Err(WorkbookError::NodeIdOutOfRange {
+                row,
+                edge,
+                id,
+                num_nodes,
+                count: (0..num_edges)
+                    .filter(|&e| out_of_range(src[e]) || out_of_range(dst[e]))
+                    .count(),
+                num_edges,
+                min: ids.iter().copied().min().unwrap_or(0),
+                max: ids.iter().copied().max().unwrap_or(0),
+            });
+        }
+        let edges = EdgeIndex::new(src, dst, num_nodes, at)?;
+        Graph::new(data.name.clone(), x.clone(), edges)
     }
 
     /// Adds edge weights (`[E]`, float).

@@ -42,9 +42,9 @@
 //! layers (bottom to top):
 //! ids and errors: ids error
 //! base: limits atomic_write input_file ledger
-//! placement: placement device placed_tensor fixed_device
+//! placement: sim_device placement device placed_tensor fixed_device
 //! files: tensor_file torch_file non_finite onnx_graph
-//! graph: edge_index graph graph_file datasets loader
+//! graph: edge_index unchecked_graph graph graph_file datasets loader
 //! ops: ops
 //! layers: module layers
 //! model: model
@@ -56,14 +56,17 @@
 //!   the one error type ([`error`]) carries;
 //! - **base**: bounds on sizes and counts ([`limits`]), atomic writes ([`atomic_write`]), capped
 //!   reads ([`input_file`]), the transfer [`ledger`];
-//! - **placement**: where tensors live, `cpu`, `cuda:N` or a simulated `sim:N` ([`placement`]),
+//! - **placement**: how a simulated device reports a kernel's fault, at once or asynchronously
+//!   as CUDA does ([`sim_device`]), where tensors live, `cpu`, `cuda:N` or a simulated `sim:N` ([`placement`]),
 //!   the device policy ([`device`]), a tensor that checks its operand ([`placed_tensor`]), the
 //!   witness of devices written in code ([`fixed_device`]);
 //! - **files**: safetensors I/O ([`tensor_file`]), PyTorch's `.pt` checkpoints
 //!   ([`torch_file`]), NaN checks ([`non_finite`]), ONNX graph writing ([`onnx_graph`]);
-//! - **graph**: the validated [`edge_index`] and its CSR, [`graph`]s and their files
+//! - **graph**: the validated [`edge_index`] and its CSR, a graph as PyG's `Data` holds it,
+//!   nothing checked ([`unchecked_graph`], made a [`Graph`] by [`Graph::validate`]), [`graph`]s and their files
 //!   ([`graph_file`]), [`datasets`], the neighbour [`loader`];
-//! - **ops**: kernels and ops candle lacks, dropout among them ([`ops`]);
+//! - **ops**: kernels and ops candle lacks, dropout among them, and the gather and scatter that
+//!   trust their indices as PyG's do ([`ops`], [`ops::raw_index`]);
 //! - **layers**: the [`module`] bookkeeping and the [`layers`] (one a file, each owning its
 //!   config, initialisation, forward pass and ONNX lowering), PyG's lazy input width
 //!   (`in_channels = -1`, [`layers::lazy`]);
@@ -124,9 +127,11 @@ pub mod parallel;
 pub mod placed_tensor;
 pub mod placement;
 pub mod predict;
+pub mod sim_device;
 pub mod tensor_file;
 pub mod torch_file;
 pub mod train;
+pub mod unchecked_graph;
 
 pub use edge_index::EdgeIndex;
 pub use error::{Result, WorkbookError};
@@ -138,6 +143,7 @@ pub use layers::{
 pub use model::{Activation, Layer, LayerConfig, Model, ModelConfig, ModelOutput};
 pub use module::Module;
 pub use placement::Placement;
+pub use unchecked_graph::UncheckedGraph;
 /// `#[derive(Module)]`: see [`module`].
 pub use workbook_derive::Module;
 

@@ -33,19 +33,24 @@
 
 use crate::error::{Result, WorkbookError};
 use crate::ledger::Ledger;
+use crate::sim_device::{SimDevice, SimErrors};
 use candle_core::{DeviceLocation, Tensor, Var, WithDType};
 use std::fmt;
+use std::sync::Arc;
 
 pub use crate::error::Mismatch;
 pub use crate::ids::{PlacementId, Role};
 pub use candle_core::Device;
 
 /// A device and its name, optionally with a [`Ledger`] that records transfers to and from it.
+/// A simulated device also carries its [`SimDevice`] state (how its kernels' faults are
+/// reported, and whether one has been), shared by every clone.
 #[derive(Clone)]
 pub struct Placement {
     id: PlacementId,
     device: Device,
     ledger: Option<Ledger>,
+    sim: Option<Arc<SimDevice>>,
 }
 
 impl Placement {
@@ -55,15 +60,38 @@ impl Placement {
             id: PlacementId::Cpu,
             device: Device::Cpu,
             ledger: None,
+            sim: None,
         }
     }
 
-    /// Simulated device `n`: tensors in host memory, a device of its own for every check.
+    /// Simulated device `n`: tensors in host memory, a device of its own for every check. Every
+    /// `Placement::sim(n)` of the process shares one device state, whose kernels report faults
+    /// as the environment says (`WORKBOOK_SIM_ASYNC`, `WORKBOOK_LAUNCH_BLOCKING`; see
+    /// [`crate::sim_device`]).
     pub fn sim(n: usize) -> Self {
         Self {
             id: PlacementId::Sim(n),
             device: Device::Cpu,
             ledger: None,
+            sim: Some(SimDevice::shared(n)),
+        }
+    }
+
+    /// A fresh simulated device `n` whose kernels report faults as `errors` says, whatever the
+    /// environment: its clones share its state, nothing else does (a test, or a lesson, that
+    /// must not depend on the environment or on other users of `sim:n`).
+    ///
+    /// ```
+    /// use workbook::placement::Placement;
+    /// use workbook::sim_device::SimErrors;
+    /// let gpu = Placement::sim_with(1, SimErrors::Blocking);
+    /// assert_eq!(gpu, Placement::sim(1)); // the same device for every placement check
+    /// assert_eq!(gpu.sim_errors(), Some(SimErrors::Blocking));
+    /// ```
+    pub fn sim_with(n: usize, errors: SimErrors) -> Self {
+        Self {
+            sim: Some(SimDevice::new(n, errors)),
+            ..Self::sim(n)
         }
     }
 
@@ -89,6 +117,7 @@ impl Placement {
             id,
             device: device.clone(),
             ledger: None,
+            sim: None,
         }
     }
 
@@ -118,6 +147,41 @@ impl Placement {
         matches!(self.id, PlacementId::Sim(_))
     }
 
+    /// How a simulated device reports its kernels' faults; `None` for other devices.
+    pub fn sim_errors(&self) -> Option<SimErrors> {
+        self.sim.as_ref().map(|d| d.mode())
+    }
+
+    /// The state of a simulated device (for kernels that check their indices,
+    /// [`crate::ops::raw_index`]); `None` for other devices.
+    pub fn sim_device(&self) -> Option<&SimDevice> {
+        self.sim.as_deref()
+    }
+
+    /// Waits for the device (PyTorch: `torch.cuda.synchronize()`). On a simulated device in
+    /// the asynchronous mode, this is where a kernel's earlier fault is reported; on the others
+    /// there is nothing to wait for (candle's CUDA calls wait when they copy).
+    pub fn synchronize(&self) -> Result<()> {
+        self.sync(|| "synchronize".into())
+    }
+
+    /// Makes a simulated device usable again after a kernel fault (see
+    /// [`crate::sim_device`]); nothing to do for other devices. A CUDA program cannot do this:
+    /// it has to restart.
+    pub fn reset_device(&self) {
+        if let Some(d) = &self.sim {
+            d.reset();
+        }
+    }
+
+    /// A synchronising operation `op` on this placement: reports a simulated device's fault.
+    fn sync(&self, op: impl FnOnce() -> String) -> Result<()> {
+        match &self.sim {
+            Some(d) => d.synchronize(op),
+            None => Ok(()),
+        }
+    }
+
     /// Whether this is the host CPU itself (not a simulated device).
     pub fn is_cpu(&self) -> bool {
         self.id == PlacementId::Cpu
@@ -142,6 +206,9 @@ impl Placement {
         if self == from {
             return Ok(tensors.iter().map(|&t| t.clone()).collect());
         }
+        let op = || format!("the copy of '{what}' from {from} to {self}");
+        from.sync(op)?;
+        self.sync(op)?;
         let moved = tensors
             .iter()
             .map(|t| {
@@ -164,6 +231,9 @@ impl Placement {
         if self == from {
             return Ok(Var::from_tensor(tensor)?);
         }
+        let op = || format!("the copy of '{what}' from {from} to {self}");
+        from.sync(op)?;
+        self.sync(op)?;
         // `Var::from_tensor` copies a non-variable tensor into new storage, so detaching first
         // costs one real copy on the host and cuts the autograd link to the old parameter.
         let staged = if self.device.is_cpu() && from.device.is_cpu() {
@@ -185,6 +255,7 @@ impl Placement {
 
     /// Reads a scalar back to the host, recording the copy as `what`.
     pub fn fetch_scalar<T: WithDType>(&self, tensor: &Tensor, what: &str) -> Result<T> {
+        self.sync(|| format!("fetch_scalar of '{what}' (PyTorch: .item())"))?;
         if !self.is_cpu() {
             self.record(self, &Placement::cpu(), bytes_of(tensor), what);
         }
@@ -193,6 +264,7 @@ impl Placement {
 
     /// Reads a vector back to the host, recording the copy as `what`.
     pub fn fetch_vec1<T: WithDType>(&self, tensor: &Tensor, what: &str) -> Result<Vec<T>> {
+        self.sync(|| format!("fetch_vec1 of '{what}' (PyTorch: .tolist())"))?;
         if !self.is_cpu() {
             self.record(self, &Placement::cpu(), bytes_of(tensor), what);
         }
@@ -308,7 +380,12 @@ impl<'a> Placed<'a> {
 
 /// Checks that every tensor in `items` is on `expected` (described as `expected_what`, e.g.
 /// "model parameters"), and names the first one that is not, with the fix.
+/// On a simulated device whose kernel fault has been reported, this check fails too, as every
+/// launch on a failed CUDA device does.
 pub fn check_all(expected_what: &str, expected: &Placement, items: &[Placed]) -> Result<()> {
+    if let Some(d) = &expected.sim {
+        d.launch(|| format!("the device check of {expected_what}"))?;
+    }
     match items.iter().find(|p| p.placement != expected) {
         None => Ok(()),
         Some(bad) => Err(WorkbookError::DeviceMismatch(Box::new(Mismatch::new(

@@ -1,7 +1,8 @@
 //! Graph operations candle lacks or does slowly: the segment max and per-destination softmax,
 //! the fused message-passing kernels (CPU, multi-threaded; CUDA behind the `cuda` feature)
-//! that GCN and GATv2 use on a destination-sorted [`Csr`], and the seeded [`Dropout`] the
-//! layers and models apply in training (an op, as in candle-nn).
+//! that GCN and GATv2 use on a destination-sorted [`Csr`], the seeded [`Dropout`] the
+//! layers and models apply in training (an op, as in candle-nn), and the gather and scatter over
+//! an unchecked index that a reader's own layer uses as PyG does ([`raw_index`]).
 
 pub mod aggregate;
 pub mod cpu_pool;
@@ -11,6 +12,7 @@ pub mod elu;
 pub mod gat_scores;
 pub mod kernel_support;
 pub mod linear;
+pub mod raw_index;
 pub mod segment_max;
 pub mod segment_softmax;
 pub mod sparse_features;

@@ -10,10 +10,12 @@
 
 use std::path::PathBuf;
 use workbook::ledger::Ledger;
+use workbook::ops::raw_index;
+use workbook::sim_device::SimErrors;
 use workbook::train::{TrainConfig, Trainer};
 use workbook::{
-    checkpoint, datasets, device, inspect, GcnConfig, GraphPart, LayerConfig,
-    Model, ModelConfig, Placement,
+    checkpoint, datasets, device, inspect, GcnConfig, Graph, GraphPart,
+    LayerConfig, Model, ModelConfig, Placement, UncheckedGraph,
 };
 
 /// Compares `text` with `book/src/generated/{name}`, or rewrites it under `WORKBOOK_BLESS=1`.
@@ -158,6 +160,111 @@ fn ch01_inspect_every_tensor() {
         inspect::graph_table(&graph)
     );
     generated("ch01_inspect.txt", &text);
+}
+
+// ANCHOR: ch01_sum_neighbours
+/// A sum over in-neighbours, written as PyG's MessagePassing does it,
+/// on the raw tensors.
+fn sum_neighbours(data: &UncheckedGraph) -> workbook::Result<Tensor> {
+    let (x, edge_index, at) = (data.x(), data.edge_index(), data.placement());
+    // x_j = x.index_select(0, edge_index[0])
+    let x_j =
+        raw_index::gather_rows(x, &edge_index.get(0)?, at, "x[edge_index[0]]")?;
+    // scatter(x_j, edge_index[1], dim=0, dim_size=num_nodes, reduce="sum")
+    let n = x.dim(0)?;
+    raw_index::scatter_add_rows(
+        &x_j,
+        &edge_index.get(1)?,
+        n,
+        at,
+        "sum at edge_index[1]",
+    )
+}
+// ANCHOR_END: ch01_sum_neighbours
+
+#[test]
+fn ch01_asynchronous_errors() {
+    // ANCHOR: ch01_async
+    // WORKBOOK_SIM_ASYNC=1 does this to every sim:N of a program:
+    let gpu = Placement::sim_with(1, SimErrors::Asynchronous);
+    let x = [[1f32, 0.], [0., 1.], [1., 1.], [2., 0.]];
+    // four nodes in a ring, ids read from a file that counts from 1:
+    let edge_index = [[1i64, 2, 3, 4], [2, 3, 4, 1]];
+    let x = Tensor::new(&x, &Device::Cpu).unwrap();
+    let edge_index = Tensor::new(&edge_index, &Device::Cpu).unwrap();
+    // PyG: data = Data(x=x, edge_index=edge_index).to(device)
+    let data = UncheckedGraph::new("ring", x, edge_index);
+    let on_gpu = data.to_device(&gpu).unwrap();
+    let h = sum_neighbours(&on_gpu).unwrap(); // the faulting kernel: no error
+    let loss = h.relu().unwrap().sum_all().unwrap();
+    // PyTorch: loss.item()
+    let err = gpu.fetch_scalar::<f32>(&loss, "loss").unwrap_err();
+    println!("{err}");
+    // and every later operation on the device:
+    let again = on_gpu.to_device(Placement::cpu()).unwrap_err();
+    println!("{again}");
+    // ANCHOR_END: ch01_async
+    let mut text = String::new();
+    say(&mut text, &err);
+    say(&mut text, &again);
+    generated("ch01_async.txt", &text);
+
+    // ANCHOR: ch01_blocking
+    // WORKBOOK_LAUNCH_BLOCKING=1 does this to every sim:N of a program:
+    let gpu = Placement::sim_with(1, SimErrors::Blocking);
+    let on_gpu = data.to_device(&gpu).unwrap();
+    let err = sum_neighbours(&on_gpu).unwrap_err(); // fails here
+    println!("{err}");
+    // ANCHOR_END: ch01_blocking
+    generated("ch01_blocking.txt", &format!("{err}\n"));
+
+    let ledger = Ledger::new();
+    let gpu = Placement::sim_with(1, SimErrors::Asynchronous).with_ledger(&ledger);
+    // ANCHOR: ch01_validate
+    // PyG: data.validate(raise_on_error=True), before any kernel
+    let err = Graph::validate(&data).unwrap_err();
+    println!("{err}");
+    // The fix: ids counted from 0. Validation returns a checked Graph,
+    // which every layer of the workbook takes.
+    let edge_index = (data.edge_index() - 1.0).unwrap();
+    let fixed = UncheckedGraph::new("ring", data.x().clone(), edge_index);
+    let graph = Graph::validate(&fixed).unwrap().to_device(&gpu).unwrap();
+    let h = sum_neighbours(&fixed.to_device(&gpu).unwrap()).unwrap();
+    let h: Vec<f32> = gpu.fetch_vec1(&h.flatten_all().unwrap(), "h").unwrap();
+    println!(
+        "{} nodes, {} edges on {}; h = {h:?}",
+        graph.num_nodes(),
+        graph.num_edges(),
+        graph.placement()
+    );
+    // ANCHOR_END: ch01_validate
+    let mut text = String::new();
+    say(&mut text, &err);
+    say(
+        &mut text,
+        format!(
+            "{} nodes, {} edges on {}; h = {h:?}",
+            graph.num_nodes(),
+            graph.num_edges(),
+            graph.placement()
+        ),
+    );
+    generated("ch01_validate.txt", &text);
+    // PyG's own words, as book/python/ch01_async.py printed them, are what the error quotes.
+    let pyg = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../book/src/generated/python/ch01_async.validate.txt"),
+    )
+    .unwrap();
+    let quoted = pyg.lines().nth(1).unwrap();
+    assert!(err.to_string().contains(quoted), "{quoted}");
+    let fixed_pyg = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../book/src/generated/python/ch01_async.fixed.txt"),
+    )
+    .unwrap();
+    assert!(fixed_pyg.contains("[[2.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]"));
+    assert_eq!(h, vec![2., 0., 1., 0., 0., 1., 1., 1.]);
 }
 
 fn cached_gcn() -> ModelConfig {
