@@ -31,7 +31,8 @@ try:
 except RuntimeError as e:
     print(error(e))
 sd = torch.load(pt / "cora_gcn_state_dict_cuda0.pt", map_location="cpu")
-print("map_location='cpu':", sd["conv1.lin.weight"].device, tuple(sd["conv1.lin.weight"].shape))
+w = sd["conv1.lin.weight"]
+print("map_location='cpu':", w.device, tuple(w.shape))
 # ANCHOR_END: as_saved
 
 section("dataparallel")
