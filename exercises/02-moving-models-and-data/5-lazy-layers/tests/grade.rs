@@ -14,8 +14,8 @@ use workbook::candle_core::{Device, Tensor};
 use workbook::datasets::{self, CsbmConfig};
 use workbook::device::accelerator_or_sim;
 use workbook::ledger::{Ledger, Transfer};
-use workbook::{checkpoint, tensor_file, GcnConfig, Graph, LayerConfig, Model, ModelConfig};
 use workbook::Placement;
+use workbook::{checkpoint, tensor_file, GcnConfig, Graph, LayerConfig, Model, ModelConfig};
 
 /// The accelerator: `cuda:0`, or `sim:2` to `sim:7` as the run's challenge picks.
 fn accelerator(s: &Scenario) -> Placement {
@@ -332,11 +332,7 @@ fn a_checkpoint_of_it_needs_no_lazy_layer() {
         rebuilt.is_materialized(),
         "a model built from the checkpoint's config alone should need no first forward pass"
     );
-    let trained_logits = trained
-        .model
-        .forward_graph(&trained.graph)
-        .unwrap()
-        .logits;
+    let trained_logits = trained.model.forward_graph(&trained.graph).unwrap().logits;
     let (a, b) = (host_values(&logits), host_values(&trained_logits));
     assert!(
         a.len() == b.len()
