@@ -1,0 +1,1 @@
+../../../../exercises/02-moving-models-and-data/5-lazy-layers/src/lib.rs
