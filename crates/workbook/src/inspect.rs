@@ -94,10 +94,17 @@ pub fn table(rows: &[Row]) -> String {
         "name", "kind", "device", "dtype"
     );
     for r in rows {
+        // A lazy layer's parameter has no shape until its first forward pass (PyTorch prints
+        // `<UninitializedParameter>`); an empty list would read as a scalar.
+        let shape = if r.kind == "uninitialised" {
+            "? (first forward pass)".to_string()
+        } else {
+            format!("{:?}", r.shape)
+        };
         let _ = writeln!(
             out,
-            "{:<w$}  {:<15}  {:<8}  {:<5}  {:?}",
-            r.name, r.kind, r.device, r.dtype, r.shape
+            "{:<w$}  {:<15}  {:<8}  {:<5}  {shape}",
+            r.name, r.kind, r.device, r.dtype
         );
     }
     out
