@@ -1,0 +1,1 @@
+../../../../exercises/01-device-management/4-reported-somewhere-else/src/lib.rs
