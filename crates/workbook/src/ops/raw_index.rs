@@ -9,7 +9,7 @@
 //! when it is built. These two ops are for code that holds a raw `[2, E]` tensor, as a reader's
 //! own layer does, and they fail as PyTorch's do on the same device:
 //!
-//! - `cpu`: at once, [`WorkbookError::IndexOutOfRange`](crate::WorkbookError::IndexOutOfRange);
+//! - `cpu`: at once, [`WorkbookError::IndexOutOfRange`];
 //! - `sim:N`: as the device's [`SimErrors`](crate::sim_device::SimErrors) mode says: at once
 //!   (the default), or recorded and reported at the next synchronising operation (the
 //!   asynchronous mode: the op returns a result anyway, zero rows where the index was bad, as
