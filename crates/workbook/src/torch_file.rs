@@ -271,8 +271,13 @@ impl TorchFile {
     /// mapped to several are an error that says how to map them to one.
     pub fn placement(&self, map: &MapLocation) -> Result<Placement> {
         let placements = self.placements(map)?;
-        let mut names: Vec<String> = placements.iter().map(|p| p.to_string()).collect();
-        names.dedup();
+        // Each device once, however the file interleaves them.
+        let names: Vec<String> = placements
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
         match placements.into_iter().next() {
             None => Ok(map.target("cpu").cloned().unwrap_or_else(Placement::cpu)),
             Some(first) if names.len() == 1 => Ok(first),
@@ -485,8 +490,13 @@ fn storage_ref(p: &Pickle, v: Value) -> std::result::Result<StorageRef, String> 
             p.describe(v)
         ));
     };
+    parse_storage_id(p, *id)
+}
+
+/// A persistent id as `torch.save` writes it for a storage.
+fn parse_storage_id(p: &Pickle, id: Value) -> std::result::Result<StorageRef, String> {
     let t = p
-        .as_tuple(*id)
+        .as_tuple(id)
         .filter(|t| t.len() >= 5 && p.as_str(t[0]) == Some("storage"))
         .ok_or("its storage reference is not ('storage', type, key, location, size)")?;
     let (module, class) = p
@@ -536,19 +546,10 @@ fn storage_keys(p: &Pickle) -> std::result::Result<BTreeSet<String>, String> {
 fn storage_element_sizes(p: &Pickle) -> std::result::Result<HashMap<String, usize>, String> {
     let mut sizes = HashMap::new();
     for obj in p.objects() {
-        let Object::PersistentId(id) = obj else {
-            continue;
-        };
-        let t = p.as_tuple(*id).ok_or("a persistent id is not a tuple")?;
-        if t.len() < 5 || p.as_str(t[0]) != Some("storage") {
-            return Err("a persistent id is not ('storage', type, key, location, size)".into());
+        if let Object::PersistentId(id) = obj {
+            let storage = parse_storage_id(p, *id)?;
+            sizes.insert(storage.key, storage.dtype.size_in_bytes());
         }
-        let (module, class) = p
-            .as_global(t[1])
-            .ok_or("a storage type is not a class name")?;
-        let dtype = storage_dtype(module, class)?;
-        let key = p.as_str(t[2]).ok_or("a storage key is not a str")?;
-        sizes.insert(key.to_string(), dtype.size_in_bytes());
     }
     Ok(sizes)
 }

@@ -383,34 +383,29 @@ fn the_reader_agrees_with_the_safetensors_fixture_tensor_by_tensor() {
     }
 }
 
-#[test]
-fn a_training_checkpoint_dict_gives_its_model_state_dict_with_a_note() {
-    // torch.save({"epoch": 5, "model_state_dict": model.state_dict()}, path): the state_dict's
-    // pickle wrapped in a dict (PROTO 2, EMPTY_DICT, MARK, the two pairs, SETITEMS, STOP).
-    let bytes = patched(|d| {
-        let body = d[2..d.len() - 1].to_vec();
-        let mut wrapped =
-            b"\x80\x02}q\xff(X\x05\x00\x00\x00epochK\x05X\x10\x00\x00\x00model_state_dict".to_vec();
-        wrapped.extend_from_slice(&body);
+/// The CPU fixture as a training checkpoint, `{"epoch": 5, key: model.state_dict()}`: the
+/// state_dict's pickle wrapped in a dict (PROTO 2, EMPTY_DICT, MARK, two pairs, SETITEMS, STOP).
+fn in_a_checkpoint_dict(key: &str) -> Vec<u8> {
+    patched(|d| {
+        let mut wrapped = b"\x80\x02}q\xff(X\x05\x00\x00\x00epochK\x05X".to_vec();
+        wrapped.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        wrapped.extend_from_slice(key.as_bytes());
+        wrapped.extend_from_slice(&d[2..d.len() - 1]);
         wrapped.extend_from_slice(b"u.");
         *d = wrapped;
-    });
-    let file = TorchFile::from_bytes(&bytes, "ckpt.pt").unwrap();
+    })
+}
+
+#[test]
+fn a_training_checkpoint_dict_gives_its_model_state_dict_with_a_note() {
+    let file = TorchFile::from_bytes(&in_a_checkpoint_dict("model_state_dict"), "ckpt.pt").unwrap();
     assert_eq!(file.tensors.len(), 4);
     assert_eq!(
         file.notes,
         ["the file is a training checkpoint (a dict of 2 entries); its 'model_state_dict' entry is the model's state_dict, the rest is ignored"]
     );
     // A dict without a state_dict entry is refused with its keys.
-    let bytes = patched(|d| {
-        let body = d[2..d.len() - 1].to_vec();
-        let mut wrapped =
-            b"\x80\x02}q\xff(X\x05\x00\x00\x00epochK\x05X\x07\x00\x00\x00weights".to_vec();
-        wrapped.extend_from_slice(&body);
-        wrapped.extend_from_slice(b"u.");
-        *d = wrapped;
-    });
-    let err = read_err(&bytes);
+    let err = read_err(&in_a_checkpoint_dict("weights"));
     assert!(
         err.contains("keys 'epoch', 'weights'")
             && err.contains("save model.state_dict() on its own"),
