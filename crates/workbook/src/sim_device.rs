@@ -53,7 +53,7 @@
 use crate::error::{KernelFault, Result, WorkbookError};
 use crate::ids::PlacementId;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Turns on the asynchronous mode for every `Placement::sim(n)` of the process.
@@ -115,6 +115,8 @@ pub struct SimDevice {
     n: usize,
     mode: SimErrors,
     state: Mutex<State>,
+    /// Kernel faults recorded since the device was made; `reset` keeps the count.
+    faults: AtomicUsize,
 }
 
 #[derive(Clone, Debug)]
@@ -139,6 +141,7 @@ impl SimDevice {
             n,
             mode,
             state: Mutex::new(State::Healthy),
+            faults: AtomicUsize::new(0),
         })
     }
 
@@ -168,6 +171,7 @@ impl SimDevice {
             SimErrors::Synchronous => Err(WorkbookError::IndexOutOfRange(Box::new(fault))),
             SimErrors::Asynchronous => {
                 ANY_FAULT.store(true, Ordering::Relaxed);
+                self.faults.fetch_add(1, Ordering::Relaxed);
                 let mut state = lock(&self.state);
                 if matches!(*state, State::Healthy) {
                     *state = State::Pending;
@@ -176,6 +180,7 @@ impl SimDevice {
             }
             SimErrors::Blocking => {
                 ANY_FAULT.store(true, Ordering::Relaxed);
+                self.faults.fetch_add(1, Ordering::Relaxed);
                 let op = format!("{} '{}'", fault.op, fault.what);
                 *lock(&self.state) = State::Failed {
                     first_reported_by: op.clone(),
@@ -223,6 +228,13 @@ impl SimDevice {
             }
             State::Failed { first_reported_by } => Err(self.failed(first_reported_by, &op())),
         }
+    }
+
+    /// How many kernel faults this device has recorded (asynchronous and blocking modes) since
+    /// it was made. [`SimDevice::reset`] makes the device usable again but keeps this count, so
+    /// it witnesses that no kernel met a bad index even where the state was reset afterwards.
+    pub fn faults_recorded(&self) -> usize {
+        self.faults.load(Ordering::Relaxed)
     }
 
     /// Forgets any fault: the device is usable again.
@@ -293,5 +305,6 @@ mod tests {
         assert!(matches!(then, WorkbookError::DeviceFailed { .. }));
         dev.reset();
         dev.synchronize(|| "fetch of 'loss'".into()).unwrap();
+        assert_eq!(dev.faults_recorded(), 1, "a reset keeps the count");
     }
 }
