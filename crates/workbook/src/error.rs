@@ -24,6 +24,19 @@ use std::path::PathBuf;
 /// Errors returned by the workbook library.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkbookError {
+    /// A collective call across processes (ranks) failed: it timed out because another rank
+    /// never reached it, the ranks called different collectives, or they disagree on a value
+    /// they must share (the config). The message names the call, this rank and the fix.
+    #[error("distributed run, rank {rank} of {world_size}: {message}")]
+    Distributed {
+        /// This process's rank.
+        rank: usize,
+        /// How many ranks the run has.
+        world_size: usize,
+        /// What went wrong and how to fix it.
+        message: String,
+    },
+
     /// The graph (features, edge index, weights, labels) is malformed.
     #[error("invalid graph: {0}")]
     InvalidGraph(String),

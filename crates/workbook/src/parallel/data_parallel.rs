@@ -468,6 +468,6 @@ fn check_replicas(replicas: &[Model], devices: &[Placement]) -> Result<()> {
 
 /// Replica `k`'s dropout seed: the single-device trainer's for the first, distinct streams for
 /// the others.
-fn replica_seed(seed: u64, k: usize) -> u64 {
+pub(crate) fn replica_seed(seed: u64, k: usize) -> u64 {
     seed.wrapping_add(1) ^ ((k as u64) << 40)
 }

@@ -7,6 +7,10 @@
 //!   trait.
 //! - [`data_parallel`]: [`DataParallel`], the replicas and one training step.
 //! - [`trainer`]: [`DataParallelTrainer`], mini-batch epochs over the replicas.
+//! - one process per device: [`process_group`] (the collectives ranks call together, PyTorch's
+//!   `ProcessGroup`), over MPI ([`mpi_group`], feature `mpi`) or threads ([`thread_group`]);
+//!   [`world`] (one rank's view: call checks and time limits); [`distributed_sampler`] (each
+//!   rank's shard); [`ddp`] ([`DistributedDataParallel`]); [`distributed_trainer`] (epochs).
 //! - [`model_parallel`]: [`ModelParallel`](model_parallel::ModelParallel), each layer on its
 //!   own device, the activations moved explicitly between them, every move in the ledger.
 //!
@@ -25,9 +29,23 @@
 
 pub mod collective;
 pub mod data_parallel;
+pub mod ddp;
+pub mod distributed_sampler;
 pub mod model_parallel;
+#[cfg(feature = "mpi")]
+pub mod mpi_group;
+pub mod process_group;
+pub mod thread_group;
 pub mod trainer;
+pub mod world;
 
 pub use collective::{Collective, HostCollective};
 pub use data_parallel::{DataParallel, Gathered, Step, SyncReport, STEP_MARK};
+pub use ddp::{DistributedDataParallel, DistributedStep};
+pub use distributed_sampler::DistributedSampler;
+#[cfg(feature = "mpi")]
+pub use mpi_group::MpiGroup;
+pub use process_group::ProcessGroup;
+pub use thread_group::ThreadGroup;
 pub use trainer::{train_data_parallel, DataParallelEpoch, DataParallelTrainer, StepBytes};
+pub use world::World;
