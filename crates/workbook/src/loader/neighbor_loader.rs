@@ -205,6 +205,19 @@ impl NeighborLoader {
         self.shared.batch(epoch, b, seeds, false)
     }
 
+    /// A batch around `seeds` of your choosing (a rank's shard, say), sampled with the stream
+    /// of batch `b` of `epoch`: the same arguments give the same batch in any process. Every
+    /// seed must be a node of the graph.
+    pub fn batch_of(&self, epoch: u64, b: usize, seeds: &[u32]) -> Result<Batch> {
+        let n = self.shared.sampler.num_nodes();
+        if let Some(bad) = seeds.iter().find(|&&s| s as usize >= n) {
+            return Err(WorkbookError::InvalidConfig(format!(
+                "seed {bad} is not a node of the graph (it has {n} nodes)"
+            )));
+        }
+        self.shared.batch(epoch, b, seeds, false)
+    }
+
     pub(crate) fn shared(&self) -> Arc<Shared> {
         self.shared.clone()
     }

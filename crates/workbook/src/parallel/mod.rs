@@ -31,6 +31,7 @@ pub mod collective;
 pub mod data_parallel;
 pub mod ddp;
 pub mod distributed_sampler;
+pub mod distributed_trainer;
 pub mod model_parallel;
 #[cfg(feature = "mpi")]
 pub mod mpi_group;
@@ -43,6 +44,7 @@ pub use collective::{Collective, HostCollective};
 pub use data_parallel::{DataParallel, Gathered, Step, SyncReport, STEP_MARK};
 pub use ddp::{DistributedDataParallel, DistributedStep};
 pub use distributed_sampler::DistributedSampler;
+pub use distributed_trainer::{DistributedEpoch, DistributedTrainer};
 #[cfg(feature = "mpi")]
 pub use mpi_group::MpiGroup;
 pub use process_group::ProcessGroup;
