@@ -91,6 +91,12 @@ fn run(command: Command, device: Option<DeviceSpec>) -> Result<()> {
     // `--devices` names every device itself (and conflicts with --device): no single device
     // is chosen, so WORKBOOK_DEVICE is not read.
     let command = match command {
+        Command::Train(args) if args.distributed => {
+            if let Some(d) = device {
+                anyhow::bail!("--device {d} with --distributed: each rank's device comes from --rank-device (sim, cpu or cuda; cuda takes cuda:<local rank>), not --device");
+            }
+            return commands::train_distributed::run(&args);
+        }
         Command::Train(args) if args.devices.is_some() => {
             return commands::train_data_parallel::run(&args)
         }

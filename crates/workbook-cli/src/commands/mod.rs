@@ -18,3 +18,4 @@ pub mod roofline;
 pub mod serve_demo;
 pub mod train;
 pub mod train_data_parallel;
+pub mod train_distributed;

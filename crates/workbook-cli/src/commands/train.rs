@@ -70,6 +70,19 @@ pub struct Args {
     /// taking an equal share of every step's mini-batches (needs --batch-size, the global batch).
     #[arg(long, value_parser = super::devices::parse, conflicts_with = "device")]
     pub devices: Option<super::devices::DeviceList>,
+    /// One process per device, started by an MPI launcher: `mpirun -n 2 workbook train
+    /// --distributed --batch-size 64 ...` (PyTorch's DistributedDataParallel). --batch-size is per
+    /// rank; rank 0 prints and saves. Needs a build with the `mpi` feature.
+    #[arg(long, conflicts_with_all = ["devices", "ledger"], requires = "batch_size")]
+    pub distributed: bool,
+    /// With --distributed: each rank's device: `sim` (sim:<rank+1>, the default: the placement
+    /// checks of several devices on one CPU), `cpu`, or `cuda` (cuda:<local rank>).
+    #[arg(long, value_enum, default_value = "sim", requires = "distributed")]
+    pub rank_device: super::train_distributed::RankDevice,
+    /// With --distributed: seconds a rank waits in one collective call for the others before
+    /// it gives up and ends the job (a rank that skipped a step or died).
+    #[arg(long, default_value_t = 300, requires = "distributed")]
+    pub collective_timeout: u64,
     #[command(flatten)]
     pub mini: super::minibatch_args::MiniBatchArgs,
     /// Mini-batch evaluation: `batches` (every neighbour, in batches of 1024 seeds; memory
