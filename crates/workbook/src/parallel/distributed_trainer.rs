@@ -9,9 +9,9 @@
 //! loader's stream for batch `t·N + r` of the epoch, so a run is the same whatever the number
 //! of processes it is spread over, given the shards.
 //!
-//! Per epoch, every rank's time in the training loop is gathered to every rank
-//! ([`DistributedEpoch::rank_ms`]): the slowest rank sets the pace, since every all-reduce waits
-//! for it.
+//! Per epoch, every rank's time in the training loop (from a barrier at its start) is gathered
+//! to every rank ([`DistributedEpoch::rank_ms`]): the slowest rank sets the pace, since every
+//! all-reduce waits for it.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -178,6 +178,9 @@ impl DistributedTrainer {
         let shard = self.sampler.shard(all, epoch as u64);
         let bs = self.config.batch_size;
         let steps = self.sampler.steps(all.len(), bs);
+        // Rank 0 evaluated the last epoch while the others went on: without this barrier their
+        // loop times would include that wait in their first all-reduce.
+        world.barrier("epoch start")?;
         let t0 = Instant::now();
         let (mut loss_sum, mut seeds, mut batches) = (0f64, 0usize, 0usize);
         for t in 0..steps {

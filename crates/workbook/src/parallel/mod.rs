@@ -8,7 +8,7 @@
 //! - [`data_parallel`]: [`DataParallel`], the replicas and one training step.
 //! - [`trainer`]: [`DataParallelTrainer`], mini-batch epochs over the replicas.
 //! - one process per device: [`process_group`] (the collectives ranks call together, PyTorch's
-//!   `ProcessGroup`), over MPI ([`mpi_group`], feature `mpi`) or threads ([`thread_group`]);
+//!   `ProcessGroup`), over MPI (`mpi_group`, feature `mpi`) or threads ([`thread_group`]);
 //!   [`world`] (one rank's view: call checks and time limits); [`distributed_sampler`] (each
 //!   rank's shard); [`ddp`] ([`DistributedDataParallel`]); [`distributed_trainer`] (epochs).
 //! - [`model_parallel`]: [`ModelParallel`](model_parallel::ModelParallel), each layer on its

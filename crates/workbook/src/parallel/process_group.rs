@@ -5,7 +5,7 @@
 //! [`Collective`](super::Collective) serves one process that holds every replica's tensor; here
 //! each process (rank) holds only its own and calls the same collective as every other rank, in
 //! the same order. The implementations are an existing collective library, never a network
-//! layer of ours: [`MpiGroup`](super::mpi_group) over MPI (feature `mpi`, launched by `mpirun`),
+//! layer of ours: `MpiGroup` over MPI (feature `mpi`, launched by `mpirun`),
 //! an NCCL group for `cuda:N` (features `cuda` and `mpi`), and [`ThreadGroup`](super::ThreadGroup)
 //! (ranks as threads of one process, for tests and notebooks).
 //!

@@ -6,7 +6,7 @@
 //! a rank that does not come makes the others wait until their time limit and fail, and after
 //! one failure the group is broken for everyone (as an MPI job is). It is not a transport:
 //! the ranks share memory, so nothing here is measured as communication. For a real run use
-//! [`MpiGroup`](super::mpi_group) (feature `mpi`).
+//! `MpiGroup` (feature `mpi`).
 //!
 //! ```
 //! use std::time::Duration;
