@@ -164,18 +164,20 @@ case "$cmd" in
     ;;
 
   coverage)
-    need msgfmt msgattrib
+    need msgfmt msgattrib msgmerge
     scratch=$(mktemp -d)
     trap 'rm -rf "$scratch"' EXIT
     extract_pot "$scratch"
     merged "$scratch/messages.pot" "$scratch/$lang.po"
     msgfmt --check --output-file=/dev/null "$scratch/$lang.po"
-    # Counted by msgattrib, per message (the header, msgid "", is not a message).
-    count() { msgattrib "$@" --no-obsolete "$scratch/$lang.po" 2>/dev/null | grep -c '^msgid ' | awk '{print ($1 > 0 ? $1 - 1 : 0)}'; }
-    total=$(count)
-    done_=$(count --translated --no-fuzzy)
-    fuzzy=$(count --only-fuzzy)
-    untranslated=$((total - done_ - fuzzy))
+    # msgfmt's statistics: "N translated messages, M fuzzy translations, K untranslated messages."
+    # (a part is left out when its count is 0).
+    stats=$(LC_ALL=C msgfmt --statistics --output-file=/dev/null "$scratch/$lang.po" 2>&1)
+    stat() { grep -oE "[0-9]+ $1" <<<"$stats" | grep -oE '^[0-9]+' || echo 0; }
+    done_=$(stat translated)
+    fuzzy=$(stat fuzzy)
+    untranslated=$(stat untranslated)
+    total=$((done_ + fuzzy + untranslated))
     awk -v l="$lang" -v d="$done_" -v t="$total" -v f="$fuzzy" -v u="$untranslated" 'BEGIN {
       printf "%s: %d/%d messages translated (%.1f%%), %d fuzzy, %d untranslated\n", l, d, t, (t ? 100 * d / t : 100), f, u }'
     # Per chapter: a message counts for every chapter it appears in (#: lines).
