@@ -17,8 +17,14 @@ harmless for prose, but not for formulas, which mdbook-katex reads from the raw 
               The `{{#include ...}}` line of a Python listing would otherwise be extracted, as a
               Python comment.
   restore   (runs after `gettext`, before `links` expands the includes and katex renders):
-            turns every code span that holds exactly one formula back into the formula, and drops
-            the skip markers.
+            * writes emphasis as `*text*`: gettext writes every paragraph back with `_text_`, and
+              CommonMark does not open or close `_` emphasis between two letters, which is where
+              it falls in Chinese or Japanese (`触发一个_设备端断言_（` shows its underscores).
+              In markdown written back by gettext an underscore that could be a delimiter is
+              escaped and one inside an English word (`torch_geometric`) cannot be one, so any
+              other `_` outside code, link targets and HTML is an emphasis delimiter;
+            * turns every code span that holds exactly one formula back into the formula, and
+              drops the skip markers.
 
 The English edition does not use this (book.toml does not name it); `book/i18n.sh` configures it,
 with `gettext`, for the extraction and the translated builds. Consequence for authors: a code span
@@ -75,8 +81,50 @@ def protect(markdown: str) -> str:
     return "\n".join(out)
 
 
+# What an emphasis underscore must not be looked for in: code spans, link targets, HTML and
+# autolinks, and escaped characters.
+VERBATIM = re.compile(r"(`+)(?:.|\n)*?\1|\]\([^)]*\)|<[^>\n]*>|\\.")
+
+
+# gettext leaves an underscore inside an English word unescaped (`torch_geometric`): one between
+# two ASCII letters or digits is text, any other unescaped one a delimiter.
+DELIMITER = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def star_emphasis(prose: str) -> str:
+    """Rewrites `_` emphasis delimiters as `*` outside code spans, link targets and HTML."""
+    out, last = [], 0
+    for match in VERBATIM.finditer(prose):
+        out.append(DELIMITER.sub("*", prose[last:match.start()]))
+        out.append(match.group(0))
+        last = match.end()
+    out.append(DELIMITER.sub("*", prose[last:]))
+    return "".join(out)
+
+
 def restore(markdown: str) -> str:
-    """Unwraps the formulas protect() wrapped (also once translated) and drops the skip markers."""
+    """Undoes protect() on the translated chapter (see the module's doc)."""
+    out, fence, prose = [], None, []
+
+    def flush_prose() -> None:
+        if prose:
+            out.append(star_emphasis("\n".join(prose)))
+            prose.clear()
+
+    for line in markdown.split("\n"):
+        match = FENCE.match(line)
+        if fence is None and match:
+            flush_prose()
+            out.append(line)
+            fence = match.group(2)
+        elif fence is None:
+            prose.append(line)
+        else:
+            out.append(line)
+            if match and match.group(2).startswith(fence[0] * len(fence)) and not match.group(3).strip():
+                fence = None
+    flush_prose()
+    markdown = "\n".join(out)
     markdown = SPAN.sub(lambda m: m.group("formula"), markdown)
     return "\n".join(line for line in markdown.split("\n") if line.strip() != SKIP)
 
