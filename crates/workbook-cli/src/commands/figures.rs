@@ -16,7 +16,7 @@
 
 use crate::commands::train::{train_with_bar, ModelKind};
 use anyhow::{bail, Context, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use workbook::candle_core::D;
 use workbook::device::Chosen;
@@ -46,8 +46,10 @@ pub struct Args {
     only: Vec<Figure>,
     /// The recorded `mpirun -n N workbook train --distributed` runs the ranks figure is drawn
     /// from: their JSON lines, one per run; `#` lines are comments (machine, command, date).
-    #[arg(long, default_value = "book/figure-data/ranks/runs.jsonl")]
-    rank_runs: PathBuf,
+    /// Default: book/figure-data/ranks/runs.jsonl, when it exists (the ranks figure is skipped
+    /// otherwise, unless --only names it).
+    #[arg(long)]
+    rank_runs: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -100,14 +102,25 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
         data_parallel(&args)?;
     }
     if wanted(Figure::Ranks) {
-        rank_times(&args)?;
+        match (&args.rank_runs, Path::new(RECORDED_RANK_RUNS)) {
+            (Some(path), _) => rank_times(&args, path)?,
+            (None, path) if path.is_file() || args.only.contains(&Figure::Ranks) => {
+                rank_times(&args, path)?
+            }
+            (None, path) => eprintln!(
+                "skipped the ranks figure: no recorded mpirun runs at {} (give --rank-runs FILE)",
+                path.display()
+            ),
+        }
     }
     Ok(())
 }
 
+/// Where the book keeps the runs its per-rank figure is drawn from (from the repository root).
+const RECORDED_RANK_RUNS: &str = "book/figure-data/ranks/runs.jsonl";
+
 /// Chapter 6's per-rank figure, from recorded runs (this command does not start `mpirun`).
-fn rank_times(args: &Args) -> Result<()> {
-    let path = &args.rank_runs;
+fn rank_times(args: &Args, path: &Path) -> Result<()> {
     let cap = workbook::input_file::Cap {
         bytes: 1 << 20,
         why: "a file of recorded distributed runs (one short JSON line per run)".into(),

@@ -115,8 +115,9 @@ fn draw(
         .y_desc("ms per step")
         .draw()?;
     let widest = runs.iter().map(|r| r.world_size).max().unwrap_or(1);
-    for rank in 0..widest.min(RANKS.len()) {
-        let colour = RANKS[rank];
+    for rank in 0..widest {
+        // Past eight ranks the colours repeat; the bars stay in rank order.
+        let colour = RANKS[rank % RANKS.len()];
         c.draw_series(
             runs.iter()
                 .enumerate()
