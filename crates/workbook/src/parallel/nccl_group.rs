@@ -5,13 +5,13 @@
 //!
 //! **Finding each other.** NCCL ranks meet through a 128-byte `ncclUniqueId` that rank 0 makes
 //! and every other rank must receive before `ncclCommInitRank`. [`NcclGroup::new`] sends it over
-//! another group that is already up, the *bootstrap*: [`MpiGroup`](super::mpi_group) under
-//! `mpirun` (features `nccl,mpi`), or [`ThreadGroup`](super::ThreadGroup) for ranks as threads of
-//! one process. The same exchange carries each rank's GPU (its UUID), so two ranks on one GPU, the
-//! classic missing `cuda:{local_rank}`, fail on every rank with both ranks named, before NCCL
-//! (which would stop with "Duplicate GPU detected" on some ranks and leave the others waiting).
-//! [`NcclGroup::single`] is a world of one, with no bootstrap: that is what runs on a machine
-//! with one GPU and no MPI. The bootstrap is only used during `new`; NCCL does every call after.
+//! another group that is already up, the *bootstrap*: `MpiGroup` (feature `mpi`) under
+//! `mpirun` (features `nccl,mpi`), or [`ThreadGroup`] for ranks as threads of
+//! one process. The same exchange carries each rank's GPU (its UUID), so two ranks on one GPU,
+//! the classic missing `cuda:{local_rank}`, fail on every rank with both ranks named, before
+//! NCCL would (inside `ncclCommInitRank`, as "Duplicate GPU detected"). [`NcclGroup::single`] is
+//! a world of one that needs no bootstrap from the caller: that is what runs on a machine with
+//! one GPU and no MPI. The bootstrap is only used during `new`; NCCL does every call after.
 //!
 //! **Device memory.** [`ProcessGroup::all_reduce_sum_on_device`] and
 //! [`ProcessGroup::broadcast_on_device`] reduce a `cuda:N` tensor where it lives: the
@@ -41,11 +41,12 @@
 //! polls it (`cuEventQuery`) until it completes or the time limit passes. On a timeout the
 //! communicator is aborted (`ncclCommAbort`, which is what cudarc's `Comm` does when dropped: it
 //! stops the kernel that waits for the peer, so the GPU and its stream are usable again) and the
-//! call returns [`WorkbookError::Distributed`], as [`MpiGroup`](super::mpi_group) does; every
+//! call returns [`WorkbookError::Distributed`], as `MpiGroup` (feature `mpi`) does; every
 //! later call on this group fails saying so. The job should then end (`MpiGroup::abort` under
-//! `mpirun`). Two waits have no limit, because cudarc's safe API offers none: `ncclCommInitRank`
-//! in [`NcclGroup::new`] (it runs right after the bootstrap exchange showed every rank alive) and
-//! work queued on the stream *before* the collective (the time limit counts it too).
+//! `mpirun`). One wait has no limit, because cudarc's safe API offers none: `ncclCommInitRank`
+//! in [`NcclGroup::new`] (it runs right after the bootstrap exchange showed every rank alive).
+//! A call's time limit also counts the work queued on the stream before it (the backward pass
+//! whose gradients it reduces).
 //!
 //! **Streams and threads.** The communicator queues on the stream of the candle `Device` it was
 //! built from (candle's per-thread default stream), as candle's own kernels do, so a collective
