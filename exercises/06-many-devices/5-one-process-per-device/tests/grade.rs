@@ -227,7 +227,10 @@ fn each_epoch_shuffles_anew() {
         .collect();
     let anew: Vec<bool> = layouts.windows(2).map(|w| w[0] != w[1]).collect();
     s.observe(
-        format!("epochs {first} to {}: each unlike the one before", first + 3),
+        format!(
+            "epochs {first} to {}: each unlike the one before",
+            first + 3
+        ),
         &anew,
     );
     let again = epoch_layout(&seeds, world_size, first + 2, run_seed) == layouts[2];
@@ -256,7 +259,7 @@ fn small_model(s: &Scenario) -> Model {
         s.pick("hidden", 2..9),
         s.pick("classes", 2..6),
     );
-    Model::init(config, s.seed("model"), &Placement::cpu())
+    Model::init(config, s.seed("model"), Placement::cpu())
         .unwrap()
         .0
 }
@@ -293,8 +296,11 @@ fn drawn_gradients(
     (LocalGradients { seeds, grads }, host)
 }
 
+/// A rank's seed count and gradients on the host (`None`: it had no batch).
+type HostGradients = Option<(usize, Vec<Vec<f32>>)>;
+
 /// Σ_r g_r / S over the ranks with a batch, in float64.
-fn expected(locals: &[Option<(usize, Vec<Vec<f32>>)>], p: usize) -> Vec<f32> {
+fn expected(locals: &[HostGradients], p: usize) -> Vec<f32> {
     let total: usize = locals.iter().flatten().map(|(n, _)| n).sum();
     let len = locals.iter().flatten().next().unwrap().1[p].len();
     (0..len)
@@ -381,12 +387,36 @@ fn check_every_rank(
     outcomes: &[RankOutcome],
     want: impl Fn(usize) -> Vec<f32>,
 ) {
-    let names: Vec<String> = model.named_parameters().into_iter().map(|(n, _)| n).collect();
+    let names: Vec<String> = model
+        .named_parameters()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
     for (rank, outcome) in outcomes.iter().enumerate() {
-        s.observe(format!("{label}: rank {rank} returned"), &outcome.result.is_ok());
-        let got = match &outcome.result {
-            Ok(got) => got,
-            Err(e) => panic!("{label}: rank {rank}'s average_gradients failed: {e}"),
+        s.observe(
+            format!("{label}: rank {rank} returned"),
+            &outcome.result.is_ok(),
+        );
+    }
+    let returned: Vec<usize> = (0..outcomes.len())
+        .filter(|&r| outcomes[r].result.is_ok())
+        .collect();
+    if let Some((rank, Err(e))) = outcomes
+        .iter()
+        .map(|o| &o.result)
+        .enumerate()
+        .find(|(_, r)| r.is_err())
+    {
+        let others = if returned.is_empty() {
+            String::new()
+        } else {
+            format!(" while rank(s) {returned:?} returned (a rank that returns without joining the all-reduce leaves the others waiting)")
+        };
+        panic!("{label}: rank {rank}'s average_gradients failed{others}: {e}");
+    }
+    for (rank, outcome) in outcomes.iter().enumerate() {
+        let Ok(got) = &outcome.result else {
+            unreachable!("every rank returned")
         };
         let got_names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
@@ -412,11 +442,7 @@ fn drawn_ranks(
     s: &Scenario,
     model: &Model,
     seeds: &[Option<usize>],
-) -> (
-    Vec<Model>,
-    Vec<Option<LocalGradients>>,
-    Vec<Option<(usize, Vec<Vec<f32>>)>>,
-) {
+) -> (Vec<Model>, Vec<Option<LocalGradients>>, Vec<HostGradients>) {
     let first = first_device(s);
     let mut models = Vec::new();
     let mut locals = Vec::new();
@@ -457,8 +483,11 @@ fn divides_the_sum_by_every_ranks_seeds() {
     let model = small_model(&s);
     let n = s.pick("world size", 2..6);
     let seeds = uneven_seeds(&s, n);
-    let (models, locals, host) =
-        drawn_ranks(&s, &model, &seeds.iter().map(|&k| Some(k)).collect::<Vec<_>>());
+    let (models, locals, host) = drawn_ranks(
+        &s,
+        &model,
+        &seeds.iter().map(|&k| Some(k)).collect::<Vec<_>>(),
+    );
     let outcomes = run_ranks(&models, &locals);
     check_every_rank(&s, &format!("seeds {seeds:?}"), &model, &outcomes, |p| {
         expected(&host, p)
@@ -499,7 +528,7 @@ fn matches_one_process_on_all_the_seeds() {
     let n = s.pick("world size", 2..5);
     let epoch = s.pick("epoch", 0..100) as u64;
     let config = ModelConfig::gcn(g.num_features(), s.pick("hidden", 4..24), g.num_classes());
-    let model = Model::init(config, s.seed("model"), &Placement::cpu())
+    let model = Model::init(config, s.seed("model"), Placement::cpu())
         .unwrap()
         .0;
     let first = first_device(&s);
@@ -524,7 +553,10 @@ fn matches_one_process_on_all_the_seeds() {
     let one_process = summed_loss_gradients(&model, &g, &train);
     check_every_rank(
         &s,
-        &format!("Cora's {} training nodes in shards of {sizes:?}", train.len()),
+        &format!(
+            "Cora's {} training nodes in shards of {sizes:?}",
+            train.len()
+        ),
         &model,
         &outcomes,
         |p| {

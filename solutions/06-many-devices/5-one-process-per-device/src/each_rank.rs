@@ -72,11 +72,7 @@ pub fn shard(
     key[8..16].copy_from_slice(&epoch.to_le_bytes());
     let mut order = seeds.to_vec();
     order.shuffle(&mut ChaCha8Rng::from_seed(key));
-    Ok(order
-        .into_iter()
-        .skip(rank)
-        .step_by(world_size)
-        .collect())
+    Ok(order.into_iter().skip(rank).step_by(world_size).collect())
 }
 
 /// What this rank's batch gave in a step.
