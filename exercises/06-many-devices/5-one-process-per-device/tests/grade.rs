@@ -483,6 +483,7 @@ fn divides_the_sum_by_every_ranks_seeds() {
     let model = small_model(&s);
     let n = s.pick("world size", 2..6);
     let seeds = uneven_seeds(&s, n);
+    s.observe("each rank's seeds", &seeds);
     let (models, locals, host) = drawn_ranks(
         &s,
         &model,
@@ -549,6 +550,7 @@ fn matches_one_process_on_all_the_seeds() {
         }));
         models.push(replica);
     }
+    s.observe("each rank's shard of the training nodes: sizes", &sizes);
     let outcomes = run_ranks(&models, &locals);
     let one_process = summed_loss_gradients(&model, &g, &train);
     check_every_rank(
