@@ -27,9 +27,12 @@ def main():
     ap.add_argument("--only", default=".", help="regex on DIR/TARGET (the package's folder, the test target) of the binaries to pack")
     ap.add_argument("--skip", default="^exercises/", help="regex of DIR/TARGET to leave out "
                     "(default: the exercise stubs, which fail by design)")
+    ap.add_argument("--features", default="", help="more features, comma-separated (e.g. "
+                    "workbook/nccl for tests/nccl.rs, which then needs libnccl to link and run)")
     args = ap.parse_args()
+    features = ",".join(f for f in [FEATURES, args.features] if f)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    cmd = ["cargo", "test", "--release", "--workspace", "--features", FEATURES, "--no-run",
+    cmd = ["cargo", "test", "--release", "--workspace", "--features", features, "--no-run",
            "--message-format=json-render-diagnostics"]
     out = subprocess.run(cmd, cwd=root, stdout=subprocess.PIPE, text=True)
     if out.returncode != 0:

@@ -985,6 +985,68 @@ fn figures_draws_the_books_measured_figures() {
 }
 
 #[test]
+fn figures_draws_the_per_rank_figure_from_recorded_runs_and_names_a_bad_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("figs");
+    let runs = dir.path().join("runs.jsonl");
+    let run = |n: usize, ms: &str| {
+        format!(
+            r#"{{"model":"gcn","dataset":"csbm:20000","batch_size_per_rank":4,"num_neighbors":[10,10],"world_size":{n},"steps_per_epoch":{},"rank_epoch_ms":[{ms}]}}"#,
+            25 / n
+        )
+    };
+    std::fs::write(
+        &runs,
+        format!(
+            "# machine, command, date\n{}\n{}\n",
+            run(2, "10.0,38.0"),
+            run(1, "18.0")
+        ),
+    )
+    .unwrap();
+    let args = |runs: &Path| {
+        vec![
+            "figures".to_string(),
+            "--only".into(),
+            "ranks".into(),
+            "--out".into(),
+            out.to_str().unwrap().into(),
+            "--rank-runs".into(),
+            runs.to_str().unwrap().into(),
+        ]
+    };
+    fn refs(a: &[String]) -> Vec<&str> {
+        a.iter().map(String::as_str).collect()
+    }
+    ok(&workbook(&refs(&args(&runs)), dir.path()));
+    let svg = std::fs::read_to_string(out.join("rank_times.svg")).unwrap();
+    assert!(
+        svg.contains("rank 1") && svg.contains("csbm:20000"),
+        "{svg}"
+    );
+    // A run whose times do not match its ranks, and a line that is not a run, are named.
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, format!("{}\n", run(2, "10.0"))).unwrap();
+    let err = failure(&workbook(&refs(&args(&bad)), dir.path()));
+    assert!(
+        err.contains("one finite, non-negative time per rank"),
+        "{err}"
+    );
+    std::fs::write(&bad, "{\"world_size\": 2}\n").unwrap();
+    let err = failure(&workbook(&refs(&args(&bad)), dir.path()));
+    assert!(
+        err.contains("bad.jsonl:1") && err.contains("rank_epoch_ms"),
+        "{err}"
+    );
+    // Asked for by name without recorded runs where the book keeps them: an error, not a skip.
+    let err = failure(&workbook(
+        &["figures", "--only", "ranks", "--out", out.to_str().unwrap()],
+        dir.path(),
+    ));
+    assert!(err.contains("--rank-runs"), "{err}");
+}
+
+#[test]
 fn train_by_mini_batches_reports_batches_and_per_phase_traffic() {
     let dir = tempfile::tempdir().unwrap();
     let out = workbook(

@@ -4,7 +4,8 @@
 //! Geometric numerically (tested against PyG's own outputs), with PyG's parameter names so a
 //! PyG `state_dict` loads unchanged; datasets (karate, Planetoid Cora/CiteSeer, synthetic CSBM);
 //! full-batch training, and mini-batch training over PyG's `NeighborLoader` ([`loader`],
-//! [`train::minibatch`]). Everything runs on the CPU, and on CUDA with the `cuda` feature.
+//! [`train::minibatch`]). Everything runs on the CPU, and on CUDA with the `cuda` feature;
+//! one process per device over MPI with the `mpi` feature (NCCL on GPUs: `nccl`).
 //!
 //! ```
 //! use workbook::{datasets, device, ModelConfig, train::{train, TrainConfig}};

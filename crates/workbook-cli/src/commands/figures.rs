@@ -9,11 +9,14 @@
 //! - `prefetch_timeline.svg`: a median mini-batch epoch without and with prefetch, and
 //!   `prefetch_timeline.md`, the caption the book includes under it (see `prefetch_figure.rs`);
 //! - `data_parallel.svg`: bytes per step by kind and time per step of data-parallel GCN on Cora
-//!   over 1 to 4 simulated devices (chapter 6).
+//!   over 1 to 4 simulated devices (chapter 6);
+//! - `rank_times.svg`: each rank's time per step and the epoch's time for 1, 2 and 4 processes
+//!   under `mpirun` (chapter 6), redrawn from the recorded runs in `--rank-runs` (JSON lines of
+//!   `workbook train --distributed`), since this command does not start `mpirun` itself.
 
 use crate::commands::train::{train_with_bar, ModelKind};
-use anyhow::{Context, Result};
-use std::path::PathBuf;
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use workbook::candle_core::D;
 use workbook::device::Chosen;
@@ -21,8 +24,8 @@ use workbook::ledger::Ledger;
 use workbook::train::{TrainConfig, Trainer};
 use workbook::{datasets, Model, ModelConfig, Placement};
 use workbook_lessons::figures::{
-    draw_data_parallel, draw_graph, draw_line_chart, draw_training_curves, measure_data_parallel,
-    spring_layout, Curve, GraphDrawing, LineChart, Series,
+    draw_data_parallel, draw_graph, draw_line_chart, draw_rank_times, draw_training_curves,
+    measure_data_parallel, spring_layout, Curve, GraphDrawing, LineChart, RankRun, Series,
 };
 use workbook_lessons::threads::serving;
 
@@ -37,10 +40,16 @@ pub struct Args {
     /// Requests per thread count for the serving figure.
     #[arg(long, default_value_t = 400)]
     requests: usize,
-    /// Draw only these figures (training, ledger, serving, karate, prefetch, data-parallel);
-    /// default: all.
+    /// Draw only these figures (training, ledger, serving, karate, prefetch, data-parallel,
+    /// ranks); default: all.
     #[arg(long, value_delimiter = ',')]
     only: Vec<Figure>,
+    /// The recorded `mpirun -n N workbook train --distributed` runs the ranks figure is drawn
+    /// from: their JSON lines, one per run; `#` lines are comments (machine, command, date).
+    /// Default: book/figure-data/ranks/runs.jsonl, when it exists (the ranks figure is skipped
+    /// otherwise, unless --only names it).
+    #[arg(long)]
+    rank_runs: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -51,6 +60,7 @@ pub enum Figure {
     Karate,
     Prefetch,
     DataParallel,
+    Ranks,
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
@@ -91,6 +101,75 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     if wanted(Figure::DataParallel) {
         data_parallel(&args)?;
     }
+    if wanted(Figure::Ranks) {
+        match (&args.rank_runs, Path::new(RECORDED_RANK_RUNS)) {
+            (Some(path), _) => rank_times(&args, path)?,
+            (None, path) if path.is_file() || args.only.contains(&Figure::Ranks) => {
+                rank_times(&args, path)?
+            }
+            (None, path) => eprintln!(
+                "skipped the ranks figure: no recorded mpirun runs at {} (give --rank-runs FILE)",
+                path.display()
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// Where the book keeps the runs its per-rank figure is drawn from (from the repository root).
+const RECORDED_RANK_RUNS: &str = "book/figure-data/ranks/runs.jsonl";
+
+/// Chapter 6's per-rank figure, from recorded runs (this command does not start `mpirun`).
+fn rank_times(args: &Args, path: &Path) -> Result<()> {
+    let cap = workbook::input_file::Cap {
+        bytes: 1 << 20,
+        why: "a file of recorded distributed runs (one short JSON line per run)".into(),
+    };
+    let text = workbook::input_file::read_to_string(path, &cap)
+        .with_context(|| format!("reading the recorded runs (--rank-runs {})", path.display()))?;
+    let (mut runs, mut settings) = (Vec::new(), Vec::new());
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let run: RankRun = serde_json::from_str(line).with_context(|| {
+            format!(
+                "{}:{}: not the JSON line of `workbook train --distributed` (it needs world_size, steps_per_epoch and rank_epoch_ms)",
+                path.display(),
+                n + 1
+            )
+        })?;
+        // What the title says: the same for every run, or the figure compares unlike runs.
+        let value: serde_json::Value = serde_json::from_str(line)?;
+        let setting = format!(
+            "{} on {} under mpirun, {} seeds per rank and step, {}",
+            value["model"].as_str().unwrap_or("?").to_uppercase(),
+            value["dataset"].as_str().unwrap_or("?"),
+            value["batch_size_per_rank"],
+            value["num_neighbors"]
+        );
+        if !settings.is_empty() && settings[0] != setting {
+            bail!(
+                "{}:{}: this run ({setting}) is not like the first ({}): the figure compares runs that differ only in their number of processes",
+                path.display(),
+                n + 1,
+                settings[0]
+            );
+        }
+        settings.push(setting);
+        runs.push(run);
+    }
+    if runs.is_empty() {
+        bail!(
+            "{}: no runs (JSON lines of `workbook train --distributed`)",
+            path.display()
+        );
+    }
+    runs.sort_by_key(|r| r.world_size);
+    let out = args.out.join("rank_times.svg");
+    draw_rank_times(&out, &settings[0], &runs)?;
+    eprintln!("wrote {} from {} run(s)", out.display(), runs.len());
     Ok(())
 }
 

@@ -4,6 +4,7 @@ pub mod data_parallel;
 pub mod graph_drawing;
 pub mod line_chart;
 pub mod prefetch_timeline;
+pub mod rank_times;
 pub mod scaling;
 pub mod training_curves;
 
@@ -11,5 +12,6 @@ pub use data_parallel::{draw_data_parallel, measure_data_parallel, DataParallelP
 pub use graph_drawing::{draw_graph, spring_layout, GraphDrawing};
 pub use line_chart::{draw_line_chart, LineChart, Series};
 pub use prefetch_timeline::{draw_prefetch_timeline, MIN_BAR_PX};
+pub use rank_times::{draw_rank_times, RankRun};
 pub use scaling::{draw_scaling, ScalingPoint};
 pub use training_curves::{draw_training_curves, training_curves_svg, Curve};

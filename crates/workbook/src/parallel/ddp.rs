@@ -214,21 +214,21 @@ impl DistributedDataParallel {
                         None => Tensor::zeros(t.elem_count(), DType::F32, at.device())?,
                     });
                 }
-                let l: f32 = sum.to_dtype(DType::F32)?.to_scalar()?;
-                (bs, l)
+                // The loss joins the bucket on the device: no read-back per step.
+                (bs, sum.to_dtype(DType::F32)?.reshape(1)?)
             }
             None => {
                 for (_, v) in &self.vars {
                     let t = v.as_tensor();
                     parts.push(Tensor::zeros(t.elem_count(), DType::F32, at.device())?);
                 }
-                (0, 0.0)
+                (0, Tensor::zeros(1, DType::F32, at.device())?)
             }
         };
-        let mut tail = flags;
-        tail.push(local_seeds as f32);
-        tail.push(loss_sum);
-        parts.push(Tensor::from_vec(tail, nvars + 2, at.device())?);
+        let mut counts = flags;
+        counts.push(local_seeds as f32);
+        parts.push(Tensor::from_vec(counts, nvars + 1, at.device())?);
+        parts.push(loss_sum);
         let bucket = Tensor::cat(&parts, 0)?;
         let total = bucket.elem_count();
         let reduced = self.world.all_reduce_tensor(&bucket, &at, "gradients")?;

@@ -3,12 +3,13 @@
 //! with them, named on simulated devices `sim:1,sim:2` as on `cuda:0,cuda:1`.
 //!
 //! - [`collective`]: reduce and broadcast, declared once as a trait ([`Collective`]); the
-//!   host implementation records every copy in the ledger, and NCCL would go behind the same
-//!   trait.
+//!   host implementation records every copy in the ledger. (Across processes, NCCL goes behind
+//!   [`ProcessGroup`] instead.)
 //! - [`data_parallel`]: [`DataParallel`], the replicas and one training step.
 //! - [`trainer`]: [`DataParallelTrainer`], mini-batch epochs over the replicas.
 //! - one process per device: [`process_group`] (the collectives ranks call together, PyTorch's
-//!   `ProcessGroup`), over MPI (`mpi_group`, feature `mpi`) or threads ([`thread_group`]);
+//!   `ProcessGroup`), over MPI (`mpi_group`, feature `mpi`), NCCL on `cuda:N`
+//!   (`nccl_group`, feature `nccl`) or threads ([`thread_group`]);
 //!   [`world`] (one rank's view: call checks and time limits); [`distributed_sampler`] (each
 //!   rank's shard); [`ddp`] ([`DistributedDataParallel`]); [`distributed_trainer`] (epochs).
 //! - [`model_parallel`]: [`ModelParallel`](model_parallel::ModelParallel), each layer on its
@@ -35,6 +36,8 @@ pub mod distributed_trainer;
 pub mod model_parallel;
 #[cfg(feature = "mpi")]
 pub mod mpi_group;
+#[cfg(feature = "nccl")]
+pub mod nccl_group;
 pub mod process_group;
 pub mod thread_group;
 pub mod trainer;
@@ -47,6 +50,8 @@ pub use distributed_sampler::DistributedSampler;
 pub use distributed_trainer::{DistributedEpoch, DistributedTrainer};
 #[cfg(feature = "mpi")]
 pub use mpi_group::MpiGroup;
+#[cfg(feature = "nccl")]
+pub use nccl_group::NcclGroup;
 pub use process_group::ProcessGroup;
 pub use thread_group::ThreadGroup;
 pub use trainer::{train_data_parallel, DataParallelEpoch, DataParallelTrainer, StepBytes};

@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 
 /// This process's rank of `MPI_COMM_WORLD` (see the module docs).
 pub struct MpiGroup {
-    // Calls are serialised: MPI is initialised with its default thread level, which allows
-    // calls from one thread at a time.
+    // Calls are serialised: MPI is initialised with MPI_THREAD_SERIALIZED, which allows calls
+    // from any thread, one at a time.
     world: Mutex<SimpleCommunicator>,
     rank: usize,
     size: usize,
@@ -41,8 +41,8 @@ pub struct MpiGroup {
 }
 
 // SAFETY: every use of the communicator goes through the mutex, so MPI is called from one
-// thread at a time, which MPI's default thread level (MPI_THREAD_FUNNELED or better) allows
-// when the calls do not overlap; the universe is only dropped.
+// thread at a time, which the thread level asked for at initialisation (MPI_THREAD_SERIALIZED)
+// allows; the universe is only dropped.
 unsafe impl Send for MpiGroup {}
 // SAFETY: as above; `&MpiGroup` reaches MPI only through the mutex.
 unsafe impl Sync for MpiGroup {}
@@ -60,12 +60,19 @@ impl MpiGroup {
     /// Initialises MPI (once per process) and returns this rank. Started without a launcher,
     /// MPI runs this process alone as rank 0 of 1 (a "singleton"); [`launched`] tells which.
     pub fn init() -> Result<Self> {
-        let universe = mpi::initialize().ok_or_else(|| {
-            WorkbookError::Unsupported(
+        // Serialized: any thread may call MPI, one at a time, which the mutex guarantees.
+        let (universe, level) = mpi::initialize_with_threading(mpi::Threading::Serialized)
+            .ok_or_else(|| {
+                WorkbookError::Unsupported(
                 "MPI is already initialised in this process: make one MpiGroup and share it (Arc)"
                     .into(),
             )
-        })?;
+            })?;
+        if level < mpi::Threading::Serialized {
+            return Err(WorkbookError::Unsupported(format!(
+                "this MPI library provides only thread level {level:?}; the workbook calls MPI from more than one thread (one at a time) and needs MPI_THREAD_SERIALIZED: use Open MPI or MPICH as packaged by Debian"
+            )));
+        }
         let world = universe.world();
         let (rank, size) = (world.rank() as usize, world.size() as usize);
         Ok(Self {

@@ -6,7 +6,7 @@
 //! each process (rank) holds only its own and calls the same collective as every other rank, in
 //! the same order. The implementations are an existing collective library, never a network
 //! layer of ours: `MpiGroup` over MPI (feature `mpi`, launched by `mpirun`),
-//! an NCCL group for `cuda:N` (features `cuda` and `mpi`), and [`ThreadGroup`](super::ThreadGroup)
+//! `NcclGroup` for `cuda:N` (feature `nccl`; under `mpirun` with `mpi` too), and [`ThreadGroup`](super::ThreadGroup)
 //! (ranks as threads of one process, for tests and notebooks).
 //!
 //! Every call takes a time limit. A rank that never reaches a collective (it skipped a step, it

@@ -1273,6 +1273,359 @@ fn ch06_train_on_two_devices() {
     generated("ch06_train_ledger.txt", &text);
 }
 
+/// The largest difference between two models' parameters, by name.
+fn ch06_largest_difference(a: &Model, b: &Model) -> f32 {
+    let theirs: std::collections::HashMap<_, _> =
+        b.named_parameters().into_iter().collect();
+    a.named_parameters()
+        .iter()
+        .map(|(name, t)| {
+            (t - &theirs[name])
+                .unwrap()
+                .abs()
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .max(0)
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap()
+        })
+        .fold(0f32, f32::max)
+}
+
+#[test]
+fn ch06_ddp_is_data_parallel_one_process_per_device() {
+    use std::sync::Arc;
+    use workbook::loader::{InputNodes, LoaderConfig, NeighborLoader};
+    use workbook::parallel::{
+        DataParallel, DistributedDataParallel, ThreadGroup, World,
+    };
+    let mut text = String::new();
+    let graph = datasets::load("cora", None, Placement::cpu()).unwrap();
+    let loader = NeighborLoader::new(
+        &graph,
+        LoaderConfig {
+            input_nodes: InputNodes::Train,
+            shuffle: true,
+            ..LoaderConfig::new(&[10, 10], 32)
+        },
+    )
+    .unwrap();
+    // An uneven step: a full batch of 32 seeds and the epoch's last, of 12.
+    let batches = [loader.batch(1, 0).unwrap(), loader.batch(1, 4).unwrap()];
+    let config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+    let (model, _) = Model::init(config, 0, Placement::cpu()).unwrap();
+    let recipe = TrainConfig::gcn();
+    // ANCHOR: ch06_ddp_vs_dp
+    // DataParallel: one process, a replica per device, batch k on replica k.
+    let devices = [Placement::sim(1), Placement::sim(2)];
+    let mut dp = DataParallel::new(&model, &devices, &recipe).unwrap();
+    dp.step(&dp.scatter(&batches).unwrap()).unwrap();
+    // DDP: one process per device (threads here, mpirun for real), each
+    // with its own replica, optimiser and batch.
+    let ranks = ThreadGroup::run(2, |group| {
+        let world = Arc::new(World::new(Arc::new(group)));
+        // PyTorch: cuda:{rank}
+        let at = Placement::sim(world.rank() + 1);
+        // rank 0's parameters broadcast to every rank
+        let mut ddp =
+            DistributedDataParallel::new(&model, world.clone(), &at, &recipe)?;
+        let batch = batches[world.rank()].to_device(&at)?;
+        // backward, one all-reduce of every gradient, one Adam step per rank
+        let step = ddp.step(Some(&batch))?;
+        Ok((step, ddp.into_module()))
+    });
+    // ANCHOR_END: ch06_ddp_vs_dp
+    let ranks: Vec<_> = ranks.into_iter().map(Result::unwrap).collect();
+    for (r, (step, _)) in ranks.iter().enumerate() {
+        say(
+            &mut text,
+            format!(
+                "rank {r}: {} of the step's {} seeds, mean loss over all {:.6}",
+                step.local_seeds, step.seeds, step.loss
+            ),
+        );
+    }
+    let (m0, m1) = (&ranks[0].1, &ranks[1].1);
+    let bitwise = m0.named_parameters().iter().zip(m1.named_parameters()).all(
+        |((_, a), (_, b))| {
+            a.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+                == b.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+        },
+    );
+    say(
+        &mut text,
+        format!("rank 0 and rank 1 equal bit for bit: {bitwise}"),
+    );
+    let largest = ch06_largest_difference(m0, dp.module());
+    say(
+        &mut text,
+        format!("largest difference from DataParallel's step: {largest:.1e}"),
+    );
+    assert!(bitwise);
+    assert!(largest <= 1e-5);
+    assert_eq!(ranks[1].0.local_seeds, 12);
+    generated("ch06_ddp_vs_dp.txt", &text);
+}
+
+#[test]
+fn ch06_ddp_training() {
+    use std::sync::Arc;
+    use workbook::parallel::{DistributedTrainer, ThreadGroup, World};
+    use workbook::train::minibatch::{Eval, MiniBatchConfig};
+    let graph = datasets::load("cora", None, Placement::cpu()).unwrap();
+    let config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cora_gcn.safetensors");
+    // ANCHOR: ch06_ddp_train
+    let recipe = TrainConfig {
+        epochs: 10,
+        ..TrainConfig::gcn()
+    };
+    let per_rank = MiniBatchConfig {
+        eval: Eval::FullGraph,
+        // per rank and step (PyTorch: each process's DataLoader(batch_size=64))
+        ..MiniBatchConfig::new(&[10, 10], 64)
+    };
+    let ranks = ThreadGroup::run(2, |group| {
+        let world = Arc::new(World::new(Arc::new(group)));
+        let at = Placement::sim(world.rank() + 1);
+        let mut t = DistributedTrainer::new(
+            config.clone(),
+            &graph,
+            &recipe,
+            per_rank.clone(),
+            world.clone(),
+            &at,
+        )?;
+        let mut report = Vec::new();
+        for _ in 0..recipe.epochs {
+            // this epoch's shard (set_epoch), the steps, the sync check
+            let e = t.epoch()?;
+            report.push(format!(
+                "rank {} epoch {:>2}: {} seeds in {} steps, loss {:.4}, in sync {}",
+                world.rank(),
+                e.epoch,
+                e.seeds,
+                e.steps,
+                e.loss,
+                e.in_sync
+            ));
+            if let Some(s) = &e.stats {
+                // only rank 0 evaluates and reports
+                report.push(format!("  test accuracy {:.3}", s.test_accuracy));
+            }
+        }
+        if world.is_main() {
+            // only rank 0 writes, the model and not the wrapper
+            checkpoint::save(t.ddp().module(), &path)?;
+        }
+        Ok(report)
+    });
+    // ANCHOR_END: ch06_ddp_train
+    let mut text = String::new();
+    let ranks: Vec<Vec<String>> = ranks.into_iter().map(Result::unwrap).collect();
+    for epoch in [0, 1, 9] {
+        for lines in &ranks {
+            let first = lines
+                .iter()
+                .filter(|l| l.starts_with("rank"))
+                .nth(epoch)
+                .unwrap();
+            say(&mut text, first);
+            let at = lines.iter().position(|l| l == first).unwrap();
+            if let Some(next) = lines.get(at + 1).filter(|l| l.starts_with("  ")) {
+                say(&mut text, next);
+            }
+        }
+    }
+    let back = checkpoint::load(&path, Placement::cpu()).unwrap();
+    let names: Vec<String> = back
+        .named_parameters()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert!(names.iter().all(|n| !n.starts_with("module.")));
+    say(
+        &mut text,
+        format!(
+            "rank 0's checkpoint, loaded in one process: {} parameters ({}, ...)",
+            names.len(),
+            names[0]
+        ),
+    );
+    generated("ch06_ddp_train.txt", &text);
+}
+
+#[test]
+fn ch06_ddp_failures() {
+    use std::sync::Arc;
+    use std::time::Duration;
+    use workbook::loader::{InputNodes, LoaderConfig, NeighborLoader};
+    use workbook::parallel::{
+        DistributedDataParallel, DistributedSampler, ThreadGroup, World,
+    };
+    let mut text = String::new();
+    let graph = datasets::load("cora", None, Placement::cpu()).unwrap();
+    let config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+    let loader = NeighborLoader::new(
+        &graph,
+        LoaderConfig {
+            input_nodes: InputNodes::Train,
+            ..LoaderConfig::new(&[10, 10], 16)
+        },
+    )
+    .unwrap();
+
+    // ANCHOR: ch06_ddp_sampler
+    // Cora's 140 training nodes
+    let seeds = loader.seeds();
+    // The mistake: no sampler, every rank iterates every seed.
+    let whole: Vec<Vec<u32>> = (0..2).map(|_| seeds.to_vec()).collect();
+    // The fix: a DistributedSampler per rank, the same seed on every rank.
+    let shard = |rank, epoch| {
+        let sampler = DistributedSampler::new(2, rank, 0).unwrap();
+        sampler.shard(seeds, epoch) // PyTorch: set_epoch(epoch), then iterate
+    };
+    let sharded: Vec<Vec<u32>> = (0..2).map(|r| shard(r, 1)).collect();
+    // The mistake: the epoch never passed (set_epoch forgotten).
+    let (first, again) = (shard(0, 0), shard(0, 0));
+    // The mistake: each rank seeds its sampler with its rank.
+    let own_seed: Vec<Vec<u32>> = (0..2)
+        .map(|r| DistributedSampler::new(2, r, r as u64).unwrap())
+        .map(|sampler| sampler.shard(seeds, 1))
+        .collect();
+    // ANCHOR_END: ch06_ddp_sampler
+    let coverage = |shards: &[Vec<u32>]| {
+        let all: Vec<u32> = shards.concat();
+        let mut distinct = all.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        format!(
+            "{} seeds per epoch, {} distinct of {}",
+            all.len(),
+            distinct.len(),
+            seeds.len()
+        )
+    };
+    say(
+        &mut text,
+        format!("no sampler:         {}", coverage(&whole)),
+    );
+    say(
+        &mut text,
+        format!("DistributedSampler: {}", coverage(&sharded)),
+    );
+    say(
+        &mut text,
+        format!("rank-seeded:        {}", coverage(&own_seed)),
+    );
+    let next = shard(0, 2);
+    say(
+        &mut text,
+        format!(
+            "rank 0's shard, epoch 0 twice: the same order {}; epochs 1 and 2: the same order {}",
+            first == again,
+            sharded[0] == next
+        ),
+    );
+
+    type Body<'a> = &'a (dyn Fn(&mut DistributedDataParallel) -> workbook::Result<String>
+             + Sync);
+    let ranks = |timeout: Duration, body: Body| {
+        ThreadGroup::run(2, |group| {
+            let world = World::new(Arc::new(group)).with_timeout(timeout);
+            let at = Placement::sim(world.rank() + 1);
+            let (model, _) = Model::init(config.clone(), 0, Placement::cpu())?;
+            let recipe = TrainConfig::gcn();
+            let mut ddp = DistributedDataParallel::new(
+                &model,
+                Arc::new(world),
+                &at,
+                &recipe,
+            )?;
+            body(&mut ddp)
+        })
+    };
+    let batch = |ddp: &DistributedDataParallel, b: usize| {
+        loader
+            .batch(0, 2 * b + ddp.world().rank())?
+            .to_device(ddp.placement())
+    };
+    // ANCHOR: ch06_ddp_drift
+    let out = ranks(Duration::from_secs(60), &|ddp| {
+        if ddp.world().rank() == 1 {
+            // an update on one rank only: a weight nudged by 1e-3
+            let (_, w) = ddp.module().vars()?.remove(0);
+            w.set(&(w.as_tensor() + 1e-3)?)?;
+        }
+        // every rank against rank 0, the same verdict on every rank
+        let report = ddp.check_in_sync()?;
+        Ok(format!("{report:?}"))
+    });
+    // ANCHOR_END: ch06_ddp_drift
+    say(
+        &mut text,
+        format!("drift, rank 0: {}", out[0].as_ref().unwrap()),
+    );
+    say(
+        &mut text,
+        format!("drift, rank 1: {}", out[1].as_ref().unwrap()),
+    );
+
+    // ANCHOR: ch06_ddp_skip
+    // Rank 1 has nothing to do in step 2 and skips it.
+    let out = ranks(Duration::from_secs(60), &|ddp| {
+        for b in 0..3 {
+            if ddp.world().rank() == 1 && b == 1 {
+                continue; // the fix: ddp.step(None) joins with zeros
+            }
+            let batch = batch(ddp, b)?;
+            ddp.step(Some(&batch))?;
+        }
+        ddp.world().barrier("end of epoch")?;
+        Ok(String::new())
+    });
+    // ANCHOR_END: ch06_ddp_skip
+    let skip = out[0].as_ref().unwrap_err().to_string();
+    assert!(skip.contains("different collective calls"), "{skip}");
+    say(&mut text, format!("skip: {skip}"));
+
+    // ANCHOR: ch06_ddp_stop
+    // Rank 1 stops after one step (its shard ran out, it crashed, ...).
+    let out = ranks(Duration::from_millis(500), &|ddp| {
+        let steps = if ddp.world().rank() == 1 { 1 } else { 3 };
+        for b in 0..steps {
+            let batch = batch(ddp, b)?;
+            ddp.step(Some(&batch))?;
+        }
+        Ok(String::new())
+    });
+    // ANCHOR_END: ch06_ddp_stop
+    let stop = out[0].as_ref().unwrap_err().to_string();
+    assert!(stop.contains("timed out") && out[1].is_ok(), "{stop}");
+    say(&mut text, format!("stop: {stop}"));
+
+    // ANCHOR: ch06_ddp_arguments
+    // Rank 1 started with --hidden 32, rank 0 with the default 16.
+    let out = ThreadGroup::run(2, |group| {
+        let world = Arc::new(World::new(Arc::new(group)));
+        let hidden = if world.rank() == 0 { 16 } else { 32 };
+        let theirs = ModelConfig::gcn(1433, hidden, 7);
+        let (model, _) = Model::init(theirs, 0, Placement::cpu())?;
+        let at = Placement::sim(world.rank() + 1);
+        DistributedDataParallel::new(&model, world, &at, &TrainConfig::gcn())
+            .map(|_| ())
+    });
+    // ANCHOR_END: ch06_ddp_arguments
+    say(
+        &mut text,
+        format!("arguments: {}", out[1].as_ref().unwrap_err()),
+    );
+    generated("ch06_ddp_failures.txt", &text);
+}
+
 #[test]
 fn ch07_capstone_cora_end_to_end() {
     use std::sync::Arc;

@@ -1,0 +1,1 @@
+../../../../exercises/06-many-devices/5-one-process-per-device/src/lib.rs
