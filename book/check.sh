@@ -14,8 +14,39 @@
 # Usage: book/check.sh [SCREENSHOT_DIR]      (default: target/book-screenshots)
 # Needs: mdbook 0.5.3, mdbook-katex 0.10.0, mdbook-linkcheck2 0.13.0, chromium, python3
 # (standard library only).
+#
+# A translation (book/README.md, "Translations"):
+#   book/check.sh --lang zh-CN [SCREENSHOT_DIR]    (default: target/book-screenshots-zh-CN)
+# checks the translated book instead: the tests of book/i18n_protect.py, the coverage (every
+# message translated, none fuzzy: an English change left untranslated fails), both editions
+# built (book/build/ and book/build-zh-CN/), the links of the translated one, and the same
+# rendering checks on it, its titles compared with their translations (check_render.py --po).
+# It also needs mdbook-i18n-helpers 0.4.0 and GNU gettext, and a CJK font for readable
+# screenshots (Debian: fonts-wqy-microhei).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--lang" ]; then
+  lang=${2:?book/check.sh: --lang needs a language code (zh-CN)}
+  shots=${3:-target/book-screenshots-$lang}
+  [ -f "book/po/$lang.po" ] || { echo "book/check.sh: no book/po/$lang.po" >&2; exit 1; }
+  echo "--- $lang: tests of book/i18n_protect.py"
+  python3 book/test_i18n_protect.py
+  echo "--- $lang: coverage (fails on a fuzzy or untranslated message)"
+  book/i18n.sh coverage "$lang"
+  echo "--- $lang: build (English and $lang)"
+  book/i18n.sh build "$lang"
+  echo "--- $lang: links, offline"
+  book/i18n.sh links "$lang"
+  echo "--- $lang: rendering: headless Chromium"
+  if ! fc-list :lang=zh 2>/dev/null | grep -q .; then
+    echo "book/check.sh: note: no Chinese font installed; the screenshots will show boxes" \
+      "(Debian: apt-get install fonts-wqy-microhei)" >&2
+  fi
+  python3 book/check_render.py --book-dir "book/build-$lang" --po "book/po/$lang.po" \
+    --screenshots "$shots"
+  exit 0
+fi
 shots=${1:-target/book-screenshots}
 
 missing=0

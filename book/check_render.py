@@ -2,6 +2,10 @@
 r"""Open every chapter of the built book in headless Chromium, offline, and check that it renders.
 
 Usage: python3 book/check_render.py --screenshots DIR [--book-dir book/build] [--chromium chromium]
+                                    [--po book/po/zh-CN.po]
+
+With --po (a translated book, built by book/i18n.sh), the titles checked below are the English
+titles' translations from that PO file; a title with no translation there is a failure.
 
 The network is off for every page: host names do not resolve (--host-resolver-rules) and the
 DevTools network emulation is offline. For each page listed in book/src/SUMMARY.md, opened from
@@ -9,7 +13,7 @@ disk (file://):
   * nothing is requested from the network (only file:, data: and blob: URLs), and every file the
     page asks for (scripts, stylesheets, fonts, images, the search index) loads;
   * the page's heading (<main> h1) and <title> carry the chapter's title (the first `# ` line of
-    its markdown);
+    its markdown, or its translation with --po);
   * formulas are rendered: every display formula of the chapter's markdown (`\\[ ... \\]`) is a
     KaTeX display on the page, KaTeX's stylesheet applies, no font failed to load, no KaTeX error,
     and the page's text outside code shows no TeX source (`\[`, `\(`, `$$`, `\frac`, `^{`...);
@@ -366,6 +370,69 @@ def chapters(src):
     return out
 
 
+def po_unquote(text):
+    """The string a PO file's quoted string stands for (C escapes)."""
+    escapes = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "a": "\a", "b": "\b",
+               "f": "\f", "v": "\v"}
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            out.append(escapes.get(text[i + 1], text[i + 1]))
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def read_po(path):
+    """{msgid: msgstr} of the translated, non-fuzzy, non-obsolete messages of a PO file.
+
+    Hand-written (the standard library reads only compiled .mo files): PO files written by
+    msgmerge are simple, one keyword per line followed by quoted continuation lines.
+    """
+    catalogue = {}
+    entry, key, fuzzy = {}, None, False
+
+    def flush():
+        if not fuzzy and entry.get("msgstr") and "msgid" in entry:
+            catalogue[entry["msgid"]] = entry["msgstr"]
+
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                flush()
+                entry, key, fuzzy = {}, None, False
+            elif line.startswith("#~"):
+                continue  # obsolete
+            elif line.startswith("#,"):
+                fuzzy = fuzzy or "fuzzy" in line
+            elif line.startswith("#"):
+                continue
+            elif line.startswith('"'):
+                if key:
+                    entry[key] += po_unquote(line[1:-1])
+            else:
+                key, _, rest = line.partition(" ")
+                entry[key] = po_unquote(rest.strip()[1:-1])
+    flush()
+    return catalogue
+
+
+def translate_titles(chapter_list, po):
+    """CHAPTER_LIST with each title replaced by its translation from the PO file PO."""
+    catalogue = read_po(po)
+    out = []
+    for name, title, figures, formulas in chapter_list:
+        if title not in catalogue:
+            sys.exit(f"check_render: the title {title!r} of {name} has no translation in {po} "
+                     "(book/i18n.sh coverage lists what is missing)")
+        out.append((name, catalogue[title], figures, formulas))
+    return out
+
+
 def local_path(url):
     """The file a file:// URL points to, without query or fragment; None for other schemes."""
     parts = urllib.parse.urlsplit(url)
@@ -573,6 +640,8 @@ def main():
     parser.add_argument("--screenshots", required=True, help="folder for one PNG per page")
     parser.add_argument("--chromium", default=os.environ.get("CHROMIUM", "chromium"))
     parser.add_argument("--timeout", type=float, default=60, help="seconds per browser command")
+    parser.add_argument("--po", help="a translated book: compare the titles with their "
+                        "translations in this PO file (book/po/zh-CN.po)")
     args = parser.parse_args()
 
     binary = shutil.which(args.chromium)
@@ -580,6 +649,8 @@ def main():
         sys.exit(f"check_render: {args.chromium} not found (Debian: apt-get install -y chromium)")
     os.makedirs(args.screenshots, exist_ok=True)
     chapter_list = chapters(args.src)
+    if args.po:
+        chapter_list = translate_titles(chapter_list, args.po)
     pages = [name[:-3] + ".html" for name, *_ in chapter_list]
     start = time.monotonic()
     browser = Chromium(binary, args.timeout)
