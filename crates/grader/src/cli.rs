@@ -16,6 +16,8 @@
 
 use crate::catalog::{find_root, Catalog, Exercise, Selection, Variant};
 use crate::grading::{Grading, Settings};
+use crate::lang::Lang;
+use crate::messages::Messages;
 use crate::progress::Progress;
 use crate::report::write_atomically;
 use crate::runner::{self, ExerciseOutcome, RunOptions};
@@ -42,6 +44,11 @@ struct Cli {
     /// shows a given level.
     #[arg(long, num_args = 0..=1, default_missing_value = "0", value_name = "LEVEL")]
     hint: Option<usize>,
+    /// The language of the hints and of what a student's own run prints: `en` or `zh-CN`
+    /// [default: from LC_ALL, LC_MESSAGES or LANG (zh_CN.UTF-8 gives zh-CN), else en]. A
+    /// teacher's modes (--class, --root, --wrong, the handout) print English.
+    #[arg(long, value_name = "LANG")]
+    lang: Option<Lang>,
     /// List the selected exercises (id, points, title, folder) without grading.
     #[arg(long)]
     list: bool,
@@ -294,44 +301,58 @@ fn run(cli: Cli) -> Result<i32> {
         return Ok(0);
     }
 
+    let lang = cli.lang.unwrap_or_else(Lang::from_env);
+    let messages = Messages::new(lang);
     if let Some(level) = cli.hint {
         let exercise = selected[0];
         let state = root.join("target/grade/hints.json");
-        let hints_md = exercise.spec_dir(&root).join("HINTS.md");
+        let (hints_md, translated) = hints::file(&exercise.spec_dir(&root), lang);
+        if !translated {
+            println!("{}\n", messages.hints_in_english(lang.hints_file()));
+        }
         let asked = (level > 0).then_some(level);
         let (shown, of, text) = hints::next(&hints_md, &state, &exercise.id, asked)?;
         println!(
-            "{} {}: hint {shown} of {of}\n\n{text}",
-            exercise.id, exercise.spec.title
+            "{}\n\n{text}",
+            messages.hint_header(&exercise.id, &exercise.spec.title, shown, of)
         );
         if shown < of {
-            println!("\n(run it again for hint {})", shown + 1);
+            println!("\n{}", messages.hint_again(shown + 1));
         }
         return Ok(0);
     }
 
-    let options = base_options(&cli, variant)?;
+    let mut options = base_options(&cli, variant)?;
+    options.progress = Progress::live_in(lang);
+    options.messages = messages;
     let (json_path, junit_path) = report_paths(&cli, &root, variant);
     if variant == Variant::Exercises {
-        warn_about_changes(&root, &catalog);
+        warn_about_changes(&root, &catalog, messages);
     }
     let mut outcomes = grade_each(&root, &selected, &options)?;
-    let report = publish(&root, variant, &outcomes, &json_path, &junit_path)?;
+    let report = publish(&root, variant, &outcomes, &json_path, &junit_path, messages)?;
     let mut code = exit_code(&report, cli.expect);
 
     if cli.watch {
-        crate::watch::run(&catalog, variant, &selected, cli.watch_rounds, |changed| {
-            let fresh = grade_each(&root, changed, &options)?;
-            for f in fresh {
-                if let Some(slot) = outcomes.iter_mut().find(|o| o.id == f.id) {
-                    *slot = f;
+        crate::watch::run(
+            &catalog,
+            variant,
+            &selected,
+            cli.watch_rounds,
+            messages,
+            |changed| {
+                let fresh = grade_each(&root, changed, &options)?;
+                for f in fresh {
+                    if let Some(slot) = outcomes.iter_mut().find(|o| o.id == f.id) {
+                        *slot = f;
+                    }
                 }
-            }
-            let report = publish(&root, variant, &outcomes, &json_path, &junit_path)
-                .map_err(|e| crate::GradeError::Watch(format!("{e:#}")))?;
-            code = exit_code(&report, cli.expect);
-            Ok(())
-        })?;
+                let report = publish(&root, variant, &outcomes, &json_path, &junit_path, messages)
+                    .map_err(|e| crate::GradeError::Watch(format!("{e:#}")))?;
+                code = exit_code(&report, cli.expect);
+                Ok(())
+            },
+        )?;
     }
     Ok(code)
 }
@@ -461,7 +482,8 @@ fn judged_run(cli: &Cli, teacher: &Path, target: &Path, student: Option<&Path>) 
         .junit
         .clone()
         .unwrap_or_else(|| json.with_extension("xml"));
-    publish_report(teacher, &report, &json, &junit)?;
+    // A teacher's run: English.
+    publish_report(teacher, &report, &json, &junit, Messages::default())?;
     let hidden = class::hidden_tests(&grading);
     for format in &formats {
         let (suffix, value) = match format {
@@ -531,7 +553,7 @@ pub fn target_dir(root: &Path) -> PathBuf {
 
 /// A student's own run: warns about changes outside the files the exercises ask them to edit,
 /// which a teacher grading the clone ignores (see [`crate::own_changes`]).
-fn warn_about_changes(root: &Path, catalog: &Catalog) {
+fn warn_about_changes(root: &Path, catalog: &Catalog, messages: Messages) {
     let graded = submission::edit_files(catalog);
     let changed = crate::own_changes::changed_since_upstream(root, &graded);
     if changed.is_empty() {
@@ -540,14 +562,20 @@ fn warn_about_changes(root: &Path, catalog: &Catalog) {
     let shown: Vec<&str> = changed.iter().take(8).map(String::as_str).collect();
     let more = changed.len().saturating_sub(shown.len());
     let more = if more > 0 {
-        format!(" and {more} more")
+        messages.and_more(more)
     } else {
         String::new()
     };
     eprintln!(
-        "warning: you changed {}{more}; only the files each exercise asks you to edit (`edit` in its exercise.toml, e.g. {}) are graded when your teacher grades your clone: other changes are ignored, not compiled",
-        shown.join(", "),
-        graded.iter().next().map(String::as_str).unwrap_or("exercises/.../src/...")
+        "{}",
+        messages.changes_ignored(
+            &format!("{}{more}", shown.join(", ")),
+            graded
+                .iter()
+                .next()
+                .map(String::as_str)
+                .unwrap_or("exercises/.../src/...")
+        )
     );
 }
 
@@ -569,24 +597,33 @@ fn publish(
     outcomes: &[ExerciseOutcome],
     json_path: &Path,
     junit_path: &Path,
+    messages: Messages,
 ) -> Result<Report> {
     let report = Report::new(variant, root, outcomes.to_vec());
-    publish_report(root, &report, json_path, junit_path)?;
+    publish_report(root, &report, json_path, junit_path, messages)?;
     Ok(report)
 }
 
-fn publish_report(root: &Path, report: &Report, json_path: &Path, junit_path: &Path) -> Result<()> {
-    println!("{}", report.table(std::io::stdout().is_terminal()));
-    println!("{}", report.summary());
+fn publish_report(
+    root: &Path,
+    report: &Report,
+    json_path: &Path,
+    junit_path: &Path,
+    messages: Messages,
+) -> Result<()> {
+    println!(
+        "{}",
+        report.table(std::io::stdout().is_terminal(), messages)
+    );
+    println!("{}", report.summary(messages));
     write_atomically(json_path, report.to_json().as_bytes())?;
     let junit = report.to_junit().context("writing the JUnit report")?;
     write_atomically(junit_path, junit.as_bytes())?;
     println!(
-        "reports: {} and {}",
-        shown(root, json_path),
-        shown(root, junit_path)
+        "{}",
+        messages.reports(&shown(root, json_path), &shown(root, junit_path))
     );
-    println!("\n{}", report.next_steps());
+    println!("\n{}", report.next_steps(messages));
     Ok(())
 }
 

@@ -1,16 +1,34 @@
-//! Hints, two levels per exercise (a nudge, then a near-solution), from the `## Hint N` sections
-//! of the exercise's `HINTS.md`. `cargo grade 01-1 --hint` shows the next level each time it is
-//! run; the levels already shown are remembered in `target/grade/hints.json`.
+//! Hints, two levels per exercise (a nudge, then a near-solution), from the `## ` sections
+//! (`## Hint N`, `## 提示 N`) of the exercise's `HINTS.md`, or of its translation beside it
+//! (`HINTS.zh-CN.md`, with the same levels) when the student reads Chinese ([`file`]).
+//! `cargo grade 01-1 --hint` shows the next level each time it is run; the levels already shown
+//! are remembered in `target/grade/hints.json`, whatever the language.
 //!
 //! ```
 //! let hints = grader::hints::parse("# Hints\n\n## Hint 1\n\nLook up.\n\n## Hint 2\n\nUse x.\n");
 //! assert_eq!(hints, vec!["Look up.".to_string(), "Use x.".to_string()]);
+//! let dir = std::path::Path::new("no/such/exercise");
+//! let (path, translated) = grader::hints::file(dir, grader::lang::Lang::ZhCn);
+//! assert_eq!((path, translated), (dir.join("HINTS.md"), false)); // no translation: English
 //! ```
 
 use crate::error::{GradeError, Result};
+use crate::lang::Lang;
 use crate::report::write_atomically;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The hints file of the exercise in `dir` for `lang`, and whether it is in `lang`: the
+/// translation when there is one, else `HINTS.md` (false), so a missing translation costs the
+/// student the language, never the hint.
+pub fn file(dir: &Path, lang: Lang) -> (PathBuf, bool) {
+    let wanted = dir.join(lang.hints_file());
+    if lang == Lang::En || wanted.is_file() {
+        (wanted, true)
+    } else {
+        (dir.join(Lang::En.hints_file()), false)
+    }
+}
 
 /// The hint sections of a `HINTS.md`, in order.
 pub fn parse(markdown: &str) -> Vec<String> {

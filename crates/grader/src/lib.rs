@@ -41,6 +41,8 @@ pub mod handout_export;
 pub mod hints;
 pub mod integrity;
 pub mod judge;
+pub mod lang;
+pub mod messages;
 pub mod own_changes;
 pub mod progress;
 pub mod python;

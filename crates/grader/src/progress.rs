@@ -11,6 +11,8 @@
 //! ```
 
 use crate::catalog::Exercise;
+use crate::lang::Lang;
+use crate::messages::{pad, Messages};
 use crate::runner::Status;
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -24,17 +26,33 @@ pub enum Progress {
         tty: bool,
         /// Put before every line (`alice: `), empty for a student's own run.
         prefix: String,
+        /// The language of the lines (a student's own run can ask for zh-CN).
+        lang: Lang,
     },
     /// Nothing: a class is graded in parallel and prints one line per student instead.
     Quiet,
 }
 
 impl Progress {
-    /// Live progress on this process's stderr.
+    /// Live progress on this process's stderr, in English.
     pub fn live() -> Self {
+        Self::live_in(Lang::En)
+    }
+
+    /// Live progress on this process's stderr, in `lang`.
+    pub fn live_in(lang: Lang) -> Self {
         Progress::Live {
             tty: std::io::stderr().is_terminal(),
             prefix: String::new(),
+            lang,
+        }
+    }
+
+    /// The texts of the lines.
+    fn messages(&self) -> Messages {
+        match self {
+            Progress::Live { lang, .. } => Messages::new(*lang),
+            Progress::Quiet => Messages::default(),
         }
     }
 
@@ -65,35 +83,33 @@ impl Progress {
 
     /// `grading 01-1 Fix the mismatch`, before its build starts.
     pub fn header(&self, exercise: &Exercise) {
-        self.line(&format!(
-            "grading {} {} (building; the first build of an exercise takes a while)",
-            exercise.id, exercise.spec.title
-        ));
+        self.line(&self.messages().grading(&exercise.id, &exercise.spec.title));
     }
 
     /// The build failed.
     pub fn compile_failed(&self, exercise: &Exercise, first_error: &str) {
-        self.line(&format!(
-            "  {} does not compile: {first_error}",
-            exercise.id
-        ));
+        self.line(
+            &self
+                .messages()
+                .exercise_does_not_compile(&exercise.id, first_error),
+        );
     }
 
     /// A test is still running after `after`; it is killed at `limit`.
     pub fn still_running(&self, name: &str, after: Duration, limit: Duration) {
-        self.line(&format!(
-            "  ...   {name} still running after {} s; the time limit of {} s is counting",
-            after.as_secs(),
-            limit.as_secs()
-        ));
+        self.line(
+            &self
+                .messages()
+                .still_running(name, after.as_secs(), limit.as_secs()),
+        );
     }
 
     /// A test finished.
     pub fn test_done(&self, name: &str, status: Status, points: u32, ms: u64) {
         let earned = if status == Status::Passed { points } else { 0 };
         self.line(&format!(
-            "  {:<8} {earned}/{points}  {name} ({:.1} s)",
-            status.label(),
+            "  {} {earned}/{points}  {name} ({:.1} s)",
+            pad(self.messages().status(status), 8),
             ms as f64 / 1000.0
         ));
     }

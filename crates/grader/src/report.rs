@@ -9,6 +9,7 @@
 
 use crate::catalog::Variant;
 use crate::error::{GradeError, Result};
+use crate::messages::{display_width, Messages};
 use crate::runner::{ExerciseOutcome, Status};
 use comfy_table::{presets, Cell, Color, ColumnConstraint, ContentArrangement, Table, Width};
 use serde::{Deserialize, Serialize};
@@ -183,8 +184,10 @@ impl Report {
     }
 
     /// The table: one row per test, with points and the failure's whole message (wrapped to
-    /// the terminal, or to 140 columns in a file; test names are never split).
-    pub fn table(&self, color: bool) -> String {
+    /// the terminal, or to 140 columns in a file; test names are never split). Headings and
+    /// statuses in `messages`' language; the lists of a teacher's grading (files not read or
+    /// ignored, the judge) stay English.
+    pub fn table(&self, color: bool, messages: Messages) -> String {
         let mut table = Table::new();
         if table.width().is_none() {
             table.set_width(140);
@@ -202,9 +205,10 @@ impl Report {
                 .exercises
                 .iter()
                 .flat_map(|e| e.tests.iter())
-                .map(|t| t.status.label().len()),
+                .map(|t| display_width(messages.status(t.status))),
         );
         let widths = [(0, 8), (1, name_width), (2, 6), (3, status_width.max(8))];
+        let headings = messages.headings();
         // On a narrow terminal the messages go below the table, whole, rather than into a
         // column a few characters wide.
         let fixed: usize = widths.iter().map(|(_, w)| w + 3).sum::<usize>() + 1;
@@ -215,9 +219,9 @@ impl Report {
             .load_preset(presets::UTF8_BORDERS_ONLY)
             .set_content_arrangement(ContentArrangement::Dynamic)
             .set_header(if inline {
-                vec!["exercise", "test", "points", "status", "message"]
+                headings.to_vec()
             } else {
-                vec!["exercise", "test", "points", "status"]
+                headings[..4].to_vec()
             });
         for (column, width) in widths {
             if let Some(c) = table.column_mut(column) {
@@ -230,7 +234,7 @@ impl Report {
             for t in &ex.tests {
                 let label = if first { ex.id.clone() } else { String::new() };
                 first = false;
-                let mut status = Cell::new(t.status.label());
+                let mut status = Cell::new(messages.status(t.status));
                 if color {
                     status = status.fg(if t.status == Status::Passed {
                         Color::Green
@@ -257,15 +261,12 @@ impl Report {
                 table.add_row(row);
             }
             if !ex.modified_files.is_empty() {
-                let message = format!(
-                    "points withheld: {} (restore with git checkout)",
-                    ex.modified_files.join(", ")
-                );
+                let message = messages.points_withheld(&ex.modified_files.join(", "));
                 let mut row = vec![
                     Cell::new(""),
                     Cell::new("integrity"),
                     Cell::new(format!("0/{}", ex.max_points)),
-                    Cell::new("MODIFIED"),
+                    Cell::new(messages.modified()),
                 ];
                 if inline {
                     row.push(Cell::new(message));
@@ -298,21 +299,19 @@ impl Report {
     }
 
     /// `12/40 points (30%) [######--------------]  3/13 exercises complete`.
-    pub fn summary(&self) -> String {
+    pub fn summary(&self, messages: Messages) -> String {
         let width = 20usize;
         let filled = (self.points as usize * width)
             .checked_div(self.max_points as usize)
             .unwrap_or(0);
         let complete = self.exercises.iter().filter(|e| e.complete()).count();
-        format!(
-            "{}/{} points ({}%) [{}{}]  {}/{} exercises complete, {}/{} tests passed",
+        messages.summary(
             self.points,
             self.max_points,
             (self.points * 100)
                 .checked_div(self.max_points)
                 .unwrap_or(0),
-            "#".repeat(filled),
-            "-".repeat(width - filled),
+            &format!("[{}{}]", "#".repeat(filled), "-".repeat(width - filled)),
             complete,
             self.exercises.len(),
             self.passed_tests,
@@ -321,39 +320,23 @@ impl Report {
     }
 
     /// What to do next: the first unfinished exercise, its file, and how to get a hint.
-    pub fn next_steps(&self) -> String {
+    pub fn next_steps(&self, messages: Messages) -> String {
         let Some(ex) = self.exercises.iter().find(|e| !e.complete()) else {
-            return "All done: every selected exercise has full marks.".into();
+            return messages.all_done();
         };
-        let mut text = format!(
-            "Next: {} {} ({}/{} points)\n",
-            ex.id, ex.title, ex.points, ex.max_points
-        );
+        let mut text = messages.next(&ex.id, &ex.title, ex.points, ex.max_points);
         if !ex.modified_files.is_empty() {
-            text += "  its graded files were changed; restore them: git checkout -- exercises/\n";
+            text += &messages.restore_graded_files();
         }
         if let Some(err) = &ex.compile_error {
-            text += &format!(
-                "  it does not compile:\n{}\n",
-                indent(&clip(err, 1500), "    ")
-            );
+            text += &messages.it_does_not_compile();
+            text += &format!("{}\n", indent(&clip(err, 1500), "    "));
         }
         if self.variant == Variant::Solutions {
-            text += &format!(
-                "  the reference solution in solutions/{} fails: see its messages above",
-                ex.path
-            );
+            text += &messages.reference_fails(&ex.path);
             return text;
         }
-        text += &format!(
-            "  read   {}/{}/README.md\n  edit   the TODO: markers in {}/{}/src/\n  hint   cargo grade {} --hint\n  check  cargo grade {}   (or cargo grade --watch to re-grade on save)",
-            self.variant.folder(),
-            ex.path,
-            self.variant.folder(),
-            ex.path,
-            ex.id,
-            ex.id
-        );
+        text += &messages.work_on(self.variant.folder(), &ex.path, &ex.id);
         text
     }
 }

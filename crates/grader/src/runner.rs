@@ -23,6 +23,7 @@ use crate::cargo;
 use crate::catalog::{Exercise, TestSpec, Variant};
 use crate::error::Result;
 use crate::integrity::{self, Checksums};
+use crate::messages::Messages;
 use crate::progress::Progress;
 use crate::sandbox::{Confinement, Ended, Finished, Jail, Limits};
 use serde::{Deserialize, Serialize};
@@ -158,6 +159,8 @@ pub struct RunOptions {
     pub checksums: Checksums,
     /// What to print while building and running.
     pub progress: Progress,
+    /// The language of the explanations the grader writes into failing tests' messages.
+    pub messages: Messages,
 }
 
 impl RunOptions {
@@ -169,6 +172,7 @@ impl RunOptions {
             features: None,
             checksums,
             progress: Progress::live(),
+            messages: Messages::default(),
         }
     }
 }
@@ -198,7 +202,7 @@ pub fn grade(root: &Path, exercise: &Exercise, options: &RunOptions) -> Result<E
                     points: 0,
                     max_points: spec.points,
                     status: Status::CompileError,
-                    message: format!("does not compile: {first}"),
+                    message: options.messages.does_not_compile(&first),
                     duration_ms: 0,
                 });
             }
@@ -215,23 +219,13 @@ pub fn grade(root: &Path, exercise: &Exercise, options: &RunOptions) -> Result<E
             for spec in &exercise.spec.tests {
                 let full = format!("grade::{}", spec.name);
                 let (status, message, duration_ms) = if spec.hidden {
-                    (
-                        Status::NotRun,
-                        "a hidden test: your teacher's grading runs it".into(),
-                        0,
-                    )
+                    (Status::NotRun, options.messages.hidden_test(), 0)
                 } else if spec.program.is_some() {
                     run_program(root, &env, spec, limit, options)?
                 } else if listed.contains(&full) {
-                    run_test(&env, &full, limit, &options.progress)?
+                    run_test(&env, &full, limit, options)?
                 } else {
-                    (
-                        Status::Missing,
-                        format!(
-                            "test {full} is not in the test binary: was tests/grade.rs changed, or its `mod grade` removed from src/lib.rs?"
-                        ),
-                        0,
-                    )
+                    (Status::Missing, options.messages.not_in_binary(&full), 0)
                 };
                 options
                     .progress
@@ -354,26 +348,31 @@ fn run_test(
     env: &TestEnv,
     name: &str,
     limit: Duration,
-    progress: &Progress,
+    options: &RunOptions,
 ) -> Result<(Status, String, u64)> {
+    let progress = &options.progress;
     let args = [name, "--exact", "--test-threads", "1"].map(String::from);
     let short = name.trim_start_matches("grade::");
     let announce = || progress.still_running(short, ANNOUNCE_AFTER, limit);
     let run = env.run(env.binary, &args, limit, Some(&announce))?;
     let ms = run.wall.as_millis() as u64;
     if run.ended == Ended::TimedOut {
-        return Ok((Status::TimedOut, timed_out(limit), ms));
+        return Ok((
+            Status::TimedOut,
+            options.messages.timed_out(limit.as_secs()),
+            ms,
+        ));
     }
     let stdout = crate::escape::text(&run.stdout.text(), 256 * 1024);
     let stderr = crate::escape::text(&run.stderr.text(), 64 * 1024);
-    Ok(classify(run.ended, &stdout, &stderr, name, ms))
-}
-
-fn timed_out(limit: Duration) -> String {
-    format!(
-        "killed after the time limit of {} s, with everything it started (an endless loop, a deadlock, or far too much work?)",
-        limit.as_secs()
-    )
+    Ok(classify(
+        run.ended,
+        &stdout,
+        &stderr,
+        name,
+        ms,
+        options.messages,
+    ))
 }
 
 /// Builds (and, unless building is the test, runs) the program of `spec`:
@@ -390,10 +389,9 @@ fn run_program(
         Build::Failed(errors) => {
             return Ok((
                 Status::Failed,
-                format!(
-                    "the program {name} does not compile with your code: {}",
-                    crate::compile::first_error(&errors)
-                ),
+                options
+                    .messages
+                    .program_does_not_compile(name, &crate::compile::first_error(&errors)),
                 0,
             ))
         }
@@ -410,15 +408,19 @@ fn run_program(
     let tail = tail.trim();
     Ok(match run.ended {
         Ended::Exited(0) => (Status::Passed, String::new(), ms),
-        Ended::TimedOut => (Status::TimedOut, timed_out(limit), ms),
+        Ended::TimedOut => (
+            Status::TimedOut,
+            options.messages.timed_out(limit.as_secs()),
+            ms,
+        ),
         Ended::Exited(code) => (
             Status::Failed,
-            format!("the program {name} failed (exit status {code}): {tail}"),
+            options.messages.program_failed(name, code, tail),
             ms,
         ),
         Ended::Signalled(signal) => (
             Status::Crashed,
-            format!("the program {name} died (signal {signal}): {tail}"),
+            options.messages.program_died(name, signal, tail),
             ms,
         ),
     })
@@ -431,6 +433,7 @@ fn classify(
     stderr: &str,
     name: &str,
     ms: u64,
+    messages: Messages,
 ) -> (Status, String, u64) {
     // libtest prints `test result:` once the test is over; without it the process ended early.
     let finished = stdout.contains("test result:");
@@ -438,7 +441,7 @@ fn classify(
         return if stdout.contains("1 passed") {
             (Status::Passed, String::new(), ms)
         } else {
-            (Status::Missing, format!("{name} did not run"), ms)
+            (Status::Missing, messages.did_not_run(name), ms)
         };
     }
     if stdout.contains(&format!("---- {name} stdout ----")) {
@@ -447,32 +450,16 @@ fn classify(
     let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
     let tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
     let tail = tail.trim();
-    let said = if tail.is_empty() {
-        String::new()
-    } else {
-        format!("; it printed: {tail}")
-    };
+    let said = messages.it_printed(tail);
     match ended {
         // A normal exit, but before libtest could report the test: the code under test ended
         // the process itself.
-        Ended::Exited(code) => (
-            Status::Exited,
-            format!(
-                "the test process ended (exit code {code}) before the test finished: your code may have called std::process::exit or abort{said}"
-            ),
-            ms,
-        ),
-        Ended::Signalled(signal) if tail.is_empty() => (
-            Status::Crashed,
-            format!("the test process died (signal {signal}) before the test finished, without a panic message: your code may have called abort, overflowed its stack, or crashed in native code"),
-            ms,
-        ),
-        Ended::Signalled(signal) => (
-            Status::Crashed,
-            format!("the test process died (signal {signal}) before the test finished: {tail}"),
-            ms,
-        ),
-        Ended::TimedOut => (Status::TimedOut, String::from("timed out"), ms),
+        Ended::Exited(code) => (Status::Exited, messages.exited_early(code, &said), ms),
+        Ended::Signalled(signal) if tail.is_empty() => {
+            (Status::Crashed, messages.died_silently(signal), ms)
+        }
+        Ended::Signalled(signal) => (Status::Crashed, messages.died(signal, tail), ms),
+        Ended::TimedOut => (Status::TimedOut, messages.timed_out_short(), ms),
     }
 }
 

@@ -9,6 +9,7 @@
 
 use crate::catalog::{Catalog, Exercise, Variant};
 use crate::error::{GradeError, Result};
+use crate::messages::Messages;
 use notify_debouncer_mini::{new_debouncer, notify::RecursiveMode};
 use std::path::Path;
 use std::time::Duration;
@@ -21,12 +22,13 @@ pub fn relevant(path: &Path) -> bool {
 }
 
 /// Watches `variant`'s tree and calls `regrade` with the exercises (among `selected`) whose files
-/// changed, until `rounds` re-grades happened (forever when `None`).
+/// changed, until `rounds` re-grades happened (forever when `None`); says so in `messages`' language.
 pub fn run(
     catalog: &Catalog,
     variant: Variant,
     selected: &[&Exercise],
     rounds: Option<usize>,
+    messages: Messages,
     mut regrade: impl FnMut(&[&Exercise]) -> Result<()>,
 ) -> Result<()> {
     let (tx, rx) = std::sync::mpsc::channel();
@@ -37,7 +39,7 @@ pub fn run(
         .watcher()
         .watch(&dir, RecursiveMode::Recursive)
         .map_err(|e| GradeError::Watch(e.to_string()))?;
-    eprintln!("watching {} for changes (Ctrl-C to stop)", dir.display());
+    eprintln!("{}", messages.watching(&dir.display().to_string()));
     let mut done = 0;
     for events in rx {
         let events = events.map_err(|e| GradeError::Watch(e.to_string()))?;

@@ -406,8 +406,9 @@ fn grade_files(
         ..Default::default()
     };
     let progress = match progress {
-        Progress::Live { tty, .. } => Progress::Live {
+        Progress::Live { tty, lang, .. } => Progress::Live {
             tty: *tty,
+            lang: *lang,
             prefix: format!("[{} {name}] ", exercise.id),
         },
         Progress::Quiet => Progress::Quiet,

@@ -165,6 +165,114 @@ fn hints_come_one_level_at_a_time() {
     assert!(again.contains("hint 1 of 2"), "{again}");
 }
 
+/// `--lang zh-CN` (or a Chinese locale): Chinese hints from HINTS.zh-CN.md, English ones with a
+/// note while there is none, and the grader's own texts in Chinese, the test's panic message and
+/// the reports' fields as they were. English stays the default.
+#[test]
+fn chinese_hints_and_messages() {
+    let _one = serial();
+    let repo = fake_repo(&target());
+    let root = repo.path();
+
+    // No translation yet: the English hint, and a note saying why.
+    let fallback = text(&grade(root, &["01-1", "--hint", "1", "--lang", "zh-CN"]));
+    assert!(
+        fallback.contains("HINTS.zh-CN.md")
+            && fallback.contains("第 1 条提示（共 2 条）")
+            && fallback.contains("Think of plus."),
+        "{fallback}"
+    );
+    write(
+        &root.join("exercises/01-basics/1-demo/HINTS.zh-CN.md"),
+        "# 提示\n\n## 提示 1\n\n想想加法。\n\n## 提示 2\n\n`a + b`\n",
+    );
+    let zh = text(&grade(root, &["01-1", "--hint", "1", "--lang", "zh-CN"]));
+    assert!(
+        zh.contains("Demo：第 1 条提示（共 2 条）")
+            && zh.contains("想想加法。")
+            && zh.contains("再运行一次可看第 2 条提示")
+            && !zh.contains("Think of plus.")
+            && !zh.contains("HINTS.zh-CN.md"),
+        "{zh}"
+    );
+    // The locale asks for Chinese as well; LC_ALL=C takes it back; --lang beats the locale.
+    let from_locale = |pairs: &[(&str, &str)], extra: &[&str]| {
+        let mut cmd = grader(root, &target());
+        cmd.arg("--root").arg(root).args(["01-1", "--hint", "1"]);
+        cmd.args(extra).envs(pairs.iter().copied());
+        text(&cmd.output().unwrap())
+    };
+    let by_lang = from_locale(&[("LANG", "zh_CN.UTF-8")], &[]);
+    assert!(by_lang.contains("想想加法。"), "{by_lang}");
+    let by_c = from_locale(&[("LANG", "zh_CN.UTF-8"), ("LC_ALL", "C")], &[]);
+    assert!(
+        by_c.contains("hint 1 of 2") && by_c.contains("Think of plus."),
+        "{by_c}"
+    );
+    let by_flag = from_locale(&[("LANG", "zh_CN.UTF-8")], &["--lang", "en"]);
+    assert!(by_flag.contains("Think of plus."), "{by_flag}");
+    // English by default.
+    let default = text(&grade(root, &["01-1", "--hint", "1"]));
+    assert!(
+        default.contains("hint 1 of 2") && default.contains("Think of plus."),
+        "{default}"
+    );
+
+    // A failing grade: the grader's words in Chinese, the test's own assertion as written.
+    let out = grade(root, &["01-1", "--lang", "zh-CN"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let shown = text(&out);
+    for chinese in [
+        "正在评分 01-1 Demo",             // progress
+        "练习",                           // the table's headings
+        "失败",                           // adds: its status
+        "超过了 3 秒的时间限制",          // finishes_in_time: the grader's explanation
+        "测试进程在测试结束之前异常终止", // does_not_abort
+        "0/4 分（0%）",                   // the summary
+        "通过 0/3 个测试",
+        "下一步：01-1 Demo（0/4 分）", // next steps
+        "cargo grade 01-1 --hint --lang zh-CN",
+    ] {
+        assert!(shown.contains(chinese), "no '{chinese}' in:\n{shown}");
+    }
+    assert!(
+        shown.contains("should be"),
+        "the test's own message stays: {shown}"
+    );
+    for english in ["points (", "Next:", "killed after", "tests passed"] {
+        assert!(
+            !shown.contains(english),
+            "'{english}' left in English:\n{shown}"
+        );
+    }
+    // Reports are for machines: the same statuses whatever the language.
+    let r = report(root.join("target/grade/report.json"));
+    assert_eq!(test_named(&r, "finishes_in_time")["status"], "timed_out");
+
+    let out = grade(root, &["01-1"]);
+    let shown = text(&out);
+    assert!(
+        shown.contains("0/4 points (0%)")
+            && shown.contains("Next: 01-1 Demo")
+            && shown.contains("killed after the time limit of 3 s")
+            && !shown.contains("下一步"),
+        "English by default: {shown}"
+    );
+}
+
+#[test]
+fn unknown_languages_are_refused() {
+    let _one = serial();
+    let repo = fake_repo(&target());
+    let out = grade(repo.path(), &["01-1", "--hint", "--lang", "fr"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out).contains("unknown language 'fr'") && text(&out).contains("en and zh-CN"),
+        "{}",
+        text(&out)
+    );
+}
+
 #[test]
 fn unknown_selections_are_explained() {
     let _one = serial();

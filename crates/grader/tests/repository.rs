@@ -127,6 +127,82 @@ fn every_exercise_mirrors_its_solution() {
     }
 }
 
+#[test]
+fn every_hint_has_a_chinese_translation() {
+    let catalog = repo();
+    for ex in &catalog.exercises {
+        let exercise = ex.spec_dir(&catalog.root);
+        let english = std::fs::read_to_string(exercise.join("HINTS.md")).unwrap();
+        translated_hints_match(&exercise, &english, &ex.id);
+    }
+}
+
+/// Every exercise's `HINTS.zh-CN.md` exists and has the levels of its `HINTS.md` (so
+/// `--hint 2` means the same hint in both languages) with the same code blocks: code is not
+/// translated, and a change to the English code must be made in the translation too.
+fn translated_hints_match(exercise: &std::path::Path, english: &str, id: &str) {
+    let lang = grader::lang::Lang::ZhCn;
+    let path = exercise.join(lang.hints_file());
+    let chinese = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{id}: no {} ({e}): translate HINTS.md with book/po/GLOSSARY.md",
+            lang.hints_file()
+        )
+    });
+    let (en, zh) = (hints::parse(english), hints::parse(&chinese));
+    assert_eq!(
+        zh.len(),
+        en.len(),
+        "{id}: {} has {} hint levels, HINTS.md {}",
+        lang.hints_file(),
+        zh.len(),
+        en.len()
+    );
+    for (level, (e, z)) in en.iter().zip(&zh).enumerate() {
+        assert_eq!(
+            code_blocks(z),
+            code_blocks(e),
+            "{id}: hint {} of {}: its code blocks differ from HINTS.md's",
+            level + 1,
+            lang.hints_file()
+        );
+        // A level that is only code has nothing to translate.
+        let has_prose = |text: &str| text.lines().count() > code_lines(text);
+        assert!(
+            !has_prose(e) || z.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
+            "{id}: hint {} of {} has no Chinese text",
+            level + 1,
+            lang.hints_file()
+        );
+    }
+}
+
+/// How many lines of a Markdown text are fenced code, fences included.
+fn code_lines(markdown: &str) -> usize {
+    code_blocks(markdown)
+        .iter()
+        .map(|b| b.lines().count() + 2)
+        .sum()
+}
+
+/// The fenced code blocks of a Markdown text, in order.
+fn code_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            match current.take() {
+                Some(block) => blocks.push(block),
+                None => current = Some(String::new()),
+            }
+        } else if let Some(block) = current.as_mut() {
+            block.push_str(line);
+            block.push('\n');
+        }
+    }
+    blocks
+}
+
 /// The `#[test]` functions of a graded test file, with their bodies.
 fn graded_tests(source: &str) -> Vec<(String, String)> {
     let mut tests = Vec::new();

@@ -45,6 +45,10 @@ fn teacher_repo() -> tempfile::TempDir {
         &root.join("README.md"),
         "# Demo\n\nSolve 01-1.<!-- teacher-only --> Solutions are in `solutions/`.<!-- /teacher-only -->\n",
     );
+    write(
+        &ex.join("HINTS.zh-CN.md"),
+        "# 提示\n\n## 提示 1\n\n想想加法。\n\n## 提示 2\n\n`a + b`\n",
+    );
     write(&root.join(".gitignore"), "/target/\n");
     let out = common::grade(root, &target(), &["--update-checksums"]);
     assert!(out.status.success(), "{}", text(&out));
@@ -164,6 +168,14 @@ fn from_handout_to_gradebook() {
         .unwrap();
     assert!(own.status.success(), "{}", text(&own));
     assert!(!text(&own).contains("adds_negatives"));
+    // The Chinese hints travel with the handout.
+    let hint = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .current_dir(&handout)
+        .env("CARGO_TARGET_DIR", target())
+        .args(["01-1", "--hint", "1", "--lang", "zh-CN"])
+        .output()
+        .unwrap();
+    assert!(text(&hint).contains("想想加法。"), "{}", text(&hint));
 
     // 2. The class: clones of the handout, committed as students do.
     let class = w.join("class");

@@ -159,7 +159,8 @@ pub fn fake_repo(target: &Path) -> tempfile::TempDir {
     dir
 }
 
-/// The grader, run from inside `root`, building into `target`.
+/// The grader, run from inside `root`, building into `target`, in English whatever the locale
+/// of the machine running the tests (a test that wants Chinese says so).
 pub fn grader(root: &Path, target: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_grade"));
     cmd.current_dir(root)
@@ -168,6 +169,9 @@ pub fn grader(root: &Path, target: &Path) -> Command {
         .env("CARGO_TARGET_DIR", target)
         .env_remove("CARGO_BUILD_TARGET_DIR")
         .env_remove("WORKBOOK_PYTHON");
+    for var in grader::lang::LOCALE_VARS {
+        cmd.env_remove(var);
+    }
     cmd
 }
 
