@@ -1,6 +1,6 @@
 //! Hints, two levels per exercise (a nudge, then a near-solution), from the `## ` sections
 //! (`## Hint N`, `## 提示 N`) of the exercise's `HINTS.md`, or of its translation beside it
-//! (`HINTS.zh-CN.md`, with the same levels) when the student reads Chinese ([`file`]).
+//! (`HINTS.zh-CN.md`, with the same levels) when the student reads Chinese ([`file()`]).
 //! `cargo grade 01-1 --hint` shows the next level each time it is run; the levels already shown
 //! are remembered in `target/grade/hints.json`, whatever the language.
 //!
