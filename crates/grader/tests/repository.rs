@@ -204,8 +204,9 @@ fn paragraphs_are_one_line(markdown: &str, what: &str) {
         if let (Some(before), false, false) = (previous, fence, own_line) {
             let last = before.chars().last().unwrap_or(' ');
             let first = t.chars().next().unwrap_or(' ');
+            let broken = full_width(last) || (chinese(last) && chinese(first));
             assert!(
-                !(chinese(last) && chinese(first)) && !full_width(last),
+                !broken,
                 "{what}: a paragraph broken across lines, which renders as a space in Chinese text:\n{before}\n{line}"
             );
         }
