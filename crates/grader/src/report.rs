@@ -261,7 +261,8 @@ impl Report {
                 table.add_row(row);
             }
             if !ex.modified_files.is_empty() {
-                let message = messages.points_withheld(&ex.modified_files.join(", "));
+                let message =
+                    messages.points_withheld(&ex.modified_files.join(messages.list_separator()));
                 let mut row = vec![
                     Cell::new(""),
                     Cell::new("integrity"),
