@@ -7,6 +7,7 @@
 //! ```
 
 use crate::error::{GradeError, Result};
+use crate::lang::Lang;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -38,6 +39,13 @@ pub struct Spec {
     pub title: String,
     /// Learning objectives.
     pub objectives: Vec<String>,
+    /// The title in Simplified Chinese (`cargo grade --lang zh-CN`); the English one when absent
+    /// (the shipped exercises all have it: the repository's tests check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title_zh: Option<String>,
+    /// The learning objectives in Simplified Chinese, one per English objective.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objectives_zh: Option<Vec<String>>,
     /// Files the student edits (relative to the exercise folder); every other file is checked
     /// against the grader's checksums.
     pub edit: Vec<String>,
@@ -46,6 +54,24 @@ pub struct Spec {
     /// The graded tests, in the order they are shown.
     #[serde(rename = "test")]
     pub tests: Vec<TestSpec>,
+}
+
+impl Spec {
+    /// The title in `lang`, English where there is no translation.
+    pub fn title_in(&self, lang: Lang) -> &str {
+        match (lang, &self.title_zh) {
+            (Lang::ZhCn, Some(zh)) => zh,
+            _ => &self.title,
+        }
+    }
+
+    /// The objectives in `lang`, English where there is no translation.
+    pub fn objectives_in(&self, lang: Lang) -> &[String] {
+        match (lang, &self.objectives_zh) {
+            (Lang::ZhCn, Some(zh)) => zh,
+            _ => &self.objectives,
+        }
+    }
 }
 
 /// One graded test.

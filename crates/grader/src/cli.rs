@@ -288,6 +288,7 @@ fn run(cli: Cli) -> Result<i32> {
         Variant::Exercises
     };
 
+    let lang = cli.lang.unwrap_or_else(Lang::from_env);
     if cli.list {
         for ex in &selected {
             println!(
@@ -295,13 +296,12 @@ fn run(cli: Cli) -> Result<i32> {
                 ex.id,
                 ex.max_points(),
                 ex.path,
-                ex.spec.title
+                ex.spec.title_in(lang)
             );
         }
         return Ok(0);
     }
 
-    let lang = cli.lang.unwrap_or_else(Lang::from_env);
     let messages = Messages::new(lang);
     if let Some(level) = cli.hint {
         let exercise = selected[0];
@@ -314,7 +314,7 @@ fn run(cli: Cli) -> Result<i32> {
         let (shown, of, text) = hints::next(&hints_md, &state, &exercise.id, asked)?;
         println!(
             "{}\n\n{text}",
-            messages.hint_header(&exercise.id, &exercise.spec.title, shown, of)
+            messages.hint_header(&exercise.id, exercise.spec.title_in(lang), shown, of)
         );
         if shown < of {
             println!("\n{}", messages.hint_again(shown + 1));
@@ -569,7 +569,7 @@ fn warn_about_changes(root: &Path, catalog: &Catalog, messages: Messages) {
     eprintln!(
         "{}",
         messages.changes_ignored(
-            &format!("{}{more}", shown.join(", ")),
+            &format!("{}{more}", shown.join(messages.list_separator())),
             graded
                 .iter()
                 .next()

@@ -364,6 +364,7 @@ impl<'a> Grading<'a> {
             id: exercise.id.clone(),
             path: exercise.path.clone(),
             title: exercise.spec.title.clone(),
+            title_zh: exercise.spec.title_zh.clone(),
             package: exercise.package(&self.handout.tree, Variant::Exercises)?,
             variant: Variant::Exercises,
             points,

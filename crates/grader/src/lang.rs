@@ -13,6 +13,7 @@
 //! let env = |name: &str| (name == "LANG").then(|| "zh_CN.UTF-8".to_string());
 //! assert_eq!(Lang::from_vars(env), Lang::ZhCn);
 //! assert_eq!(Lang::ZhCn.hints_file(), "HINTS.zh-CN.md");
+//! assert_eq!(Lang::ZhCn.readme_file(), "README.zh-CN.md");
 //! ```
 
 use std::fmt;
@@ -48,6 +49,14 @@ impl Lang {
         match self {
             Lang::En => "HINTS.md",
             Lang::ZhCn => "HINTS.zh-CN.md",
+        }
+    }
+
+    /// The name of an exercise's task statement in this language.
+    pub fn readme_file(self) -> &'static str {
+        match self {
+            Lang::En => "README.md",
+            Lang::ZhCn => "README.zh-CN.md",
         }
     }
 

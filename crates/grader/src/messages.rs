@@ -86,7 +86,7 @@ impl Messages {
     /// A test runs long.
     pub fn still_running(self, name: &str, after_s: u64, limit_s: u64) -> String {
         if self.zh() {
-            format!("  ...   {name} 已运行超过 {after_s} 秒；{limit_s} 秒的时间限制正在计时")
+            format!("  ...   {name} 已运行超过 {after_s} 秒（时间限制 {limit_s} 秒，仍在计时）")
         } else {
             format!("  ...   {name} still running after {after_s} s; the time limit of {limit_s} s is counting")
         }
@@ -216,7 +216,7 @@ impl Messages {
     /// The test process died silently.
     pub fn died_silently(self, signal: i32) -> String {
         if self.zh() {
-            format!("测试进程在测试结束之前异常终止（信号 {signal}），没有 panic 信息：你的代码可能调用了 abort、栈溢出了，或者在本地代码中崩溃了")
+            format!("测试进程在测试结束之前异常终止（信号 {signal}），没有 panic 信息：你的代码可能调用了 abort、栈溢出了，或者在原生代码中崩溃了")
         } else {
             format!("the test process died (signal {signal}) before the test finished, without a panic message: your code may have called abort, overflowed its stack, or crashed in native code")
         }
@@ -334,17 +334,18 @@ impl Messages {
         }
     }
 
-    /// Next steps: what to read, edit and run (`folder/path` is the exercise's folder). In
-    /// Chinese the hint command carries `--lang zh-CN`, so that it gives Chinese hints whatever
-    /// the environment says.
-    pub fn work_on(self, folder: &str, path: &str, id: &str) -> String {
+    /// Next steps: what to read, edit and run (`folder/path` is the exercise's folder, `readme`
+    /// the task's file in this language: [`crate::lang::Lang::readme_file`] where it exists). In
+    /// Chinese every command carries `--lang zh-CN`, so that what it prints stays Chinese
+    /// whatever the environment says.
+    pub fn work_on(self, folder: &str, path: &str, id: &str, readme: &str) -> String {
         if self.zh() {
             format!(
-                "  阅读   {folder}/{path}/README.md\n  修改   {folder}/{path}/src/ 中的 TODO: 标记\n  提示   cargo grade {id} --hint --lang zh-CN\n  检查   cargo grade {id}   （或用 cargo grade --watch 在每次保存时重新评分）"
+                "  阅读   {folder}/{path}/{readme}\n  修改   {folder}/{path}/src/ 中的 TODO: 标记\n  提示   cargo grade {id} --hint --lang zh-CN\n  检查   cargo grade {id} --lang zh-CN   （或用 cargo grade --watch --lang zh-CN 在每次保存时重新评分）"
             )
         } else {
             format!(
-                "  read   {folder}/{path}/README.md\n  edit   the TODO: markers in {folder}/{path}/src/\n  hint   cargo grade {id} --hint\n  check  cargo grade {id}   (or cargo grade --watch to re-grade on save)"
+                "  read   {folder}/{path}/{readme}\n  edit   the TODO: markers in {folder}/{path}/src/\n  hint   cargo grade {id} --hint\n  check  cargo grade {id}   (or cargo grade --watch to re-grade on save)"
             )
         }
     }
@@ -358,10 +359,19 @@ impl Messages {
         }
     }
 
-    /// `and 3 more`, after the first files of a list.
+    /// What joins the files of a list: `, ` in English, the enumeration comma `、` in Chinese.
+    pub fn list_separator(self) -> &'static str {
+        if self.zh() {
+            "、"
+        } else {
+            ", "
+        }
+    }
+
+    /// `and 3 more`, after the first files of a list (joined with [`Self::list_separator`]).
     pub fn and_more(self, more: usize) -> String {
         if self.zh() {
-            format!(" 等另外 {more} 个文件")
+            format!("，以及另外 {more} 个文件")
         } else {
             format!(" and {more} more")
         }
@@ -403,8 +413,8 @@ mod tests {
             (en.timed_out(5), zh.timed_out(5)),
             (en.all_done(), zh.all_done()),
             (
-                en.work_on("exercises", "01-a/1-b", "01-1"),
-                zh.work_on("exercises", "01-a/1-b", "01-1"),
+                en.work_on("exercises", "01-a/1-b", "01-1", "README.md"),
+                zh.work_on("exercises", "01-a/1-b", "01-1", "README.zh-CN.md"),
             ),
             (
                 en.summary(1, 2, 50, "[#-]", 0, 1, 1, 2),
@@ -417,9 +427,34 @@ mod tests {
             assert!(!z.is_ascii(), "{z}");
         }
         // The commands a student copies stay commands in every language.
+        // Every command a Chinese run suggests keeps the language, or its output would switch
+        // back to English (or to the locale's language) half-way through a lesson.
+        let steps = zh.work_on("exercises", "p", "01-1", "README.zh-CN.md");
+        assert!(steps.contains("p/README.zh-CN.md"), "{steps}");
+        let commands: Vec<&str> = steps
+            .split("cargo grade")
+            .skip(1)
+            .map(|c| c.split(['（', '）', '\n']).next().unwrap_or_default())
+            .collect();
+        assert_eq!(commands.len(), 3, "{steps}");
+        for command in commands {
+            assert!(
+                command.contains("--lang zh-CN"),
+                "'cargo grade{command}' drops the language"
+            );
+        }
+        assert!(
+            steps.contains("cargo grade 01-1 --hint --lang zh-CN"),
+            "{steps}"
+        );
+        assert!(!en
+            .work_on("exercises", "p", "01-1", "README.md")
+            .contains("--lang"));
         assert!(zh
-            .work_on("exercises", "p", "01-1")
-            .contains("cargo grade 01-1 --hint"));
+            .still_running("t", 10, 60)
+            .contains("（时间限制 60 秒，仍在计时）"));
+        assert_eq!(zh.and_more(3), "，以及另外 3 个文件");
+        assert_eq!(zh.list_separator(), "、");
         assert!(zh.timed_out(5).contains("5 秒"));
         for s in [
             Status::Passed,

@@ -83,7 +83,8 @@ impl Progress {
 
     /// `grading 01-1 Fix the mismatch`, before its build starts.
     pub fn header(&self, exercise: &Exercise) {
-        self.line(&self.messages().grading(&exercise.id, &exercise.spec.title));
+        let messages = self.messages();
+        self.line(&messages.grading(&exercise.id, exercise.spec.title_in(messages.lang)));
     }
 
     /// The build failed.

@@ -261,7 +261,8 @@ impl Report {
                 table.add_row(row);
             }
             if !ex.modified_files.is_empty() {
-                let message = messages.points_withheld(&ex.modified_files.join(", "));
+                let message =
+                    messages.points_withheld(&ex.modified_files.join(messages.list_separator()));
                 let mut row = vec![
                     Cell::new(""),
                     Cell::new("integrity"),
@@ -324,7 +325,7 @@ impl Report {
         let Some(ex) = self.exercises.iter().find(|e| !e.complete()) else {
             return messages.all_done();
         };
-        let mut text = messages.next(&ex.id, &ex.title, ex.points, ex.max_points);
+        let mut text = messages.next(&ex.id, ex.title_in(messages.lang), ex.points, ex.max_points);
         if !ex.modified_files.is_empty() {
             text += &messages.restore_graded_files();
         }
@@ -336,7 +337,20 @@ impl Report {
             text += &messages.reference_fails(&ex.path);
             return text;
         }
-        text += &messages.work_on(self.variant.folder(), &ex.path, &ex.id);
+        // The task in the reader's language where it has been translated, else the English one.
+        let folder = self.variant.folder();
+        let translated = messages.lang.readme_file();
+        let readme = if Path::new(&self.root)
+            .join(folder)
+            .join(&ex.path)
+            .join(translated)
+            .is_file()
+        {
+            translated
+        } else {
+            "README.md"
+        };
+        text += &messages.work_on(folder, &ex.path, &ex.id, readme);
         text
     }
 }

@@ -114,6 +114,10 @@ pub struct ExerciseOutcome {
     pub path: String,
     /// The exercise's title.
     pub title: String,
+    /// Its title in Simplified Chinese, when `exercise.toml` has one (the next steps of a
+    /// `--lang zh-CN` run show it; the report's `title` stays English, for machines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title_zh: Option<String>,
     /// The Cargo package that was graded.
     pub package: String,
     /// Which tree was graded.
@@ -135,6 +139,14 @@ pub struct ExerciseOutcome {
 }
 
 impl ExerciseOutcome {
+    /// The title in `lang`, English where there is no translation.
+    pub fn title_in(&self, lang: crate::lang::Lang) -> &str {
+        match (lang, &self.title_zh) {
+            (crate::lang::Lang::ZhCn, Some(zh)) => zh,
+            _ => &self.title,
+        }
+    }
+
     /// Every test passed (those not run aside: a teacher's hidden tests in a student's own run)
     /// and nothing was modified.
     pub fn complete(&self) -> bool {
@@ -239,6 +251,7 @@ pub fn grade(root: &Path, exercise: &Exercise, options: &RunOptions) -> Result<E
         id: exercise.id.clone(),
         path: exercise.path.clone(),
         title: exercise.spec.title.clone(),
+        title_zh: exercise.spec.title_zh.clone(),
         package,
         variant: options.variant,
         points: if modified_files.is_empty() {

@@ -218,22 +218,54 @@ fn chinese_hints_and_messages() {
         "{default}"
     );
 
+    // The exercise's title and task in Chinese too (exercise.toml's `title_zh`, README.zh-CN.md).
+    let toml = root.join("exercises/01-basics/1-demo/exercise.toml");
+    let english_toml = std::fs::read_to_string(&toml).unwrap();
+    write(
+        &toml,
+        &english_toml.replacen(
+            "objectives = [\"add\"]",
+            "objectives = [\"add\"]\ntitle_zh = \"演示\"\nobjectives_zh = [\"加法\"]",
+            1,
+        ),
+    );
+    write(
+        &root.join("exercises/01-basics/1-demo/README.zh-CN.md"),
+        "# 01-1 · 演示\n",
+    );
+    let refreshed = grade(root, &["--update-checksums"]);
+    assert_eq!(refreshed.status.code(), Some(0), "{}", text(&refreshed));
+
     // A failing grade: the grader's words in Chinese, the test's own assertion as written.
     let out = grade(root, &["01-1", "--lang", "zh-CN"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let shown = text(&out);
     for chinese in [
-        "正在评分 01-1 Demo",             // progress
+        "正在评分 01-1 演示",             // progress, with the Chinese title
         "练习",                           // the table's headings
         "失败",                           // adds: its status
         "超过了 3 秒的时间限制",          // finishes_in_time: the grader's explanation
         "测试进程在测试结束之前异常终止", // does_not_abort
         "0/4 分（0%）",                   // the summary
         "通过 0/3 个测试",
-        "下一步：01-1 Demo（0/4 分）", // next steps
+        "下一步：01-1 演示（0/4 分）", // next steps
+        "exercises/01-basics/1-demo/README.zh-CN.md",
         "cargo grade 01-1 --hint --lang zh-CN",
     ] {
         assert!(shown.contains(chinese), "no '{chinese}' in:\n{shown}");
+    }
+    // Every command it suggests keeps the language: run as printed, it answers in Chinese.
+    let suggested: Vec<&str> = shown
+        .lines()
+        .filter_map(|l| l.split_once("cargo grade").map(|(_, rest)| rest))
+        .collect();
+    assert!(suggested.len() >= 2, "{shown}");
+    for command in &suggested {
+        let command = command.split('（').next().unwrap_or_default();
+        assert!(
+            command.contains("--lang zh-CN"),
+            "'cargo grade{command}' drops --lang zh-CN:\n{shown}"
+        );
     }
     assert!(
         shown.contains("should be"),
@@ -254,6 +286,8 @@ fn chinese_hints_and_messages() {
     assert!(
         shown.contains("0/4 points (0%)")
             && shown.contains("Next: 01-1 Demo")
+            && shown.contains("exercises/01-basics/1-demo/README.md")
+            && !shown.contains("演示")
             && shown.contains("killed after the time limit of 3 s")
             && !shown.contains("下一步"),
         "English by default: {shown}"

@@ -149,6 +149,7 @@ fn translated_hints_match(exercise: &std::path::Path, english: &str, id: &str) {
             lang.hints_file()
         )
     });
+    paragraphs_are_one_line(&chinese, &format!("{id}/{}", lang.hints_file()));
     let (en, zh) = (hints::parse(english), hints::parse(&chinese));
     assert_eq!(
         zh.len(),
@@ -175,6 +176,141 @@ fn translated_hints_match(exercise: &std::path::Path, english: &str, id: &str) {
             lang.hints_file()
         );
     }
+}
+
+/// A paragraph of Chinese text is one line: a Markdown renderer turns a line break inside a
+/// paragraph into a space, which shows between two Chinese characters (GitHub, GitLab, the
+/// notebooks). Lists, tables, headings and code keep their own lines.
+fn paragraphs_are_one_line(markdown: &str, what: &str) {
+    let full_width =
+        |c: char| ('\u{3000}'..='\u{303f}').contains(&c) || ('\u{ff00}'..='\u{ffef}').contains(&c);
+    let chinese = |c: char| ('\u{4e00}'..='\u{9fff}').contains(&c) || full_width(c);
+    let mut fence = false;
+    let mut previous: Option<&str> = None;
+    for line in markdown.lines() {
+        let t = line.trim();
+        if t.starts_with("```") {
+            fence = !fence;
+            previous = None;
+            continue;
+        }
+        let standalone =
+            t.is_empty() || t.starts_with('#') || t.starts_with('|') || t.starts_with("<!--");
+        let own_line = standalone
+            || t.starts_with("- ")
+            || t.starts_with("* ")
+            || t.split_once(". ")
+                .is_some_and(|(n, _)| n.parse::<u32>().is_ok());
+        if let (Some(before), false, false) = (previous, fence, own_line) {
+            let last = before.chars().last().unwrap_or(' ');
+            let first = t.chars().next().unwrap_or(' ');
+            let broken = full_width(last) || (chinese(last) && chinese(first));
+            assert!(
+                !broken,
+                "{what}: a paragraph broken across lines, which renders as a space in Chinese text:\n{before}\n{line}"
+            );
+        }
+        // A heading, a table row or a marker ends what came before; a list item may continue.
+        previous = (!fence && !standalone).then_some(t);
+    }
+}
+
+#[test]
+fn every_exercise_has_a_chinese_title_and_objectives() {
+    let catalog = repo();
+    let lang = grader::lang::Lang::ZhCn;
+    let has_chinese = |t: &str| t.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c));
+    for ex in &catalog.exercises {
+        let spec = &ex.spec;
+        let title = spec.title_zh.as_deref().unwrap_or_else(|| {
+            panic!(
+                "{}: exercise.toml has no title_zh (the title in Chinese)",
+                ex.id
+            )
+        });
+        assert!(has_chinese(title), "{}: title_zh is not Chinese", ex.id);
+        assert_eq!(spec.title_in(lang), title);
+        let objectives = spec
+            .objectives_zh
+            .as_ref()
+            .unwrap_or_else(|| panic!("{}: exercise.toml has no objectives_zh", ex.id));
+        assert_eq!(
+            objectives.len(),
+            spec.objectives.len(),
+            "{}: objectives_zh must translate each objective, one for one",
+            ex.id
+        );
+        assert!(
+            objectives.iter().all(|o| has_chinese(o)),
+            "{}: an objective of objectives_zh is not Chinese",
+            ex.id
+        );
+        assert_eq!(spec.objectives_in(lang), &objectives[..]);
+    }
+}
+
+/// Every exercise's task statement exists in Chinese (`README.zh-CN.md`), a full translation:
+/// the same headings, the same code blocks byte for byte (commands and outputs are not
+/// translated), the teacher-only regions in the same places (so that the handout strips the same
+/// parts), each paragraph on one line, and each README links to the other.
+#[test]
+fn every_readme_has_a_chinese_translation() {
+    let catalog = repo();
+    let lang = grader::lang::Lang::ZhCn;
+    for ex in &catalog.exercises {
+        let dir = ex.spec_dir(&catalog.root);
+        let english = std::fs::read_to_string(dir.join("README.md")).unwrap();
+        let path = dir.join(lang.readme_file());
+        let chinese = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: no {} ({e}): translate README.md with book/po/GLOSSARY.md",
+                ex.id,
+                lang.readme_file()
+            )
+        });
+        let zh = format!("{}/{}", ex.id, lang.readme_file());
+        assert_eq!(
+            outline(&chinese),
+            outline(&english),
+            "{zh}: its headings and teacher-only markers (`H` a heading, `T`/`/T` a marker) differ from README.md's"
+        );
+        assert_eq!(
+            code_blocks(&chinese),
+            code_blocks(&english),
+            "{zh}: its code blocks differ from README.md's (code is copied, not translated)"
+        );
+        assert!(
+            english.contains(&format!("({})", lang.readme_file())),
+            "{}: README.md does not link to {}",
+            ex.id,
+            lang.readme_file()
+        );
+        assert!(
+            chinese.contains("(README.md)"),
+            "{zh}: does not link back to README.md"
+        );
+        paragraphs_are_one_line(&chinese, &zh);
+    }
+}
+
+/// The shape of a Markdown text outside its code: `H` per heading, `T` and `/T` per
+/// teacher-only marker, in order.
+fn outline(markdown: &str) -> Vec<&'static str> {
+    let mut fence = false;
+    let mut shape = Vec::new();
+    for line in markdown.lines() {
+        let t = line.trim();
+        if t.starts_with("```") {
+            fence = !fence;
+        } else if !fence && t.starts_with('#') {
+            shape.push("H");
+        } else if !fence && t == grader::handout_export::OPEN {
+            shape.push("T");
+        } else if !fence && t == grader::handout_export::CLOSE {
+            shape.push("/T");
+        }
+    }
+    shape
 }
 
 /// How many lines of a Markdown text are fenced code, fences included.
