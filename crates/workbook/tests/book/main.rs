@@ -10,6 +10,7 @@
 
 use std::path::PathBuf;
 use workbook::ledger::Ledger;
+use workbook::ops::aggregate::aggregate_sum;
 use workbook::ops::raw_index;
 use workbook::sim_device::SimErrors;
 use workbook::train::{TrainConfig, Trainer};
@@ -51,10 +52,12 @@ fn ch01_two_tensors_two_devices() {
     let a = PlacedTensor::new("a", &[1.0, 2.0], &cpu).unwrap();
     let b = PlacedTensor::new("b", &[10.0, 20.0], &gpu).unwrap();
     let err = a.add(&b).unwrap_err(); // two devices: an error
+    println!("{err}");
     let b = b.to_device(&cpu).unwrap(); // PyTorch: b = b.to(a.device)
     let sum = a.add(&b).unwrap(); // one device: it works
-    assert_eq!(sum.to_vec().unwrap(), vec![11.0, 22.0]);
+    println!("a + b = {:?}", sum.to_vec().unwrap());
     // ANCHOR_END: ch01_warmup
+    assert_eq!(sum.to_vec().unwrap(), vec![11.0, 22.0]);
     let mut text = String::new();
     say(&mut text, &err);
     say(&mut text, format!("a + b = {:?}", sum.to_vec().unwrap()));
@@ -96,15 +99,19 @@ fn ch01_the_classic_mismatch() {
     // PyG: x = data.x.to(device); model(x, data.edge_index)
     let only_x = graph.move_part(GraphPart::X, &gpu).unwrap();
     let err = model.forward_graph(&only_x).unwrap_err();
-    // ANCHOR_END: ch01_partial
-    text.push_str(&format!("{err}\n"));
-    // The features and the edges moved, the labels left on the cpu.
+    println!("{err}");
+    // The features and the edges moved, the labels (y) left on the cpu;
+    // the trainer checks them before the loss:
     let no_labels = only_x.move_part(GraphPart::EdgeIndex, &gpu).unwrap();
     let on_gpu = graph.to_device(&gpu).unwrap();
     let recipe = TrainConfig::gcn();
-    let mut t =
-        Trainer::new(ModelConfig::gcn(34, 16, 4), &on_gpu, &recipe).unwrap();
-    text.push_str(&format!("{}\n", t.epoch(&no_labels).unwrap_err()));
+    let config = ModelConfig::gcn(34, 16, 4);
+    let mut trainer = Trainer::new(config, &on_gpu, &recipe).unwrap();
+    let labels_err = trainer.epoch(&no_labels).unwrap_err();
+    println!("{labels_err}");
+    // ANCHOR_END: ch01_partial
+    text.push_str(&format!("{err}\n"));
+    text.push_str(&format!("{labels_err}\n"));
     generated("ch01_mismatch.txt", &text);
 }
 
@@ -135,12 +142,14 @@ fn ch01_one_source_of_truth() {
     // else auto (CUDA if present, else cpu)
     let explicit: Option<device::DeviceSpec> = Some("sim:1".parse().unwrap());
     let chosen = device::choose(explicit).unwrap();
-    eprintln!("device: {} ({})", chosen.name, chosen.reason);
+    println!("device: {} ({})", chosen.name, chosen.reason);
     let graph = datasets::karate(&chosen.placement).unwrap();
+    // A spelling the policy does not know:
+    let err = "gpu0".parse::<device::DeviceSpec>().unwrap_err();
+    println!("{err}");
     // ANCHOR_END: ch01_policy
     assert_eq!(graph.placement().to_string(), "sim:1");
     let mut text = format!("device: {} ({})\n", chosen.name, chosen.reason);
-    let err = "gpu0".parse::<device::DeviceSpec>().unwrap_err();
     text.push_str(&format!("{err}\n"));
     generated("ch01_policy.txt", &text);
 }
@@ -224,12 +233,13 @@ fn ch01_asynchronous_errors() {
     // PyG: data.validate(raise_on_error=True), before any kernel
     let err = Graph::validate(&data).unwrap_err();
     println!("{err}");
-    // The fix: ids counted from 0. Validation returns a checked Graph,
-    // which every layer of the workbook takes.
+    // The fix: ids counted from 0. Validation returns a checked Graph, and
+    // only that graph goes on: moved, then summed by the workbook's own
+    // kernel, which takes a checked edge index and nothing else.
     let edge_index = (data.edge_index() - 1.0).unwrap();
     let fixed = UncheckedGraph::new("ring", data.x().clone(), edge_index);
     let graph = Graph::validate(&fixed).unwrap().to_device(&gpu).unwrap();
-    let h = sum_neighbours(&fixed.to_device(&gpu).unwrap()).unwrap();
+    let h = aggregate_sum(graph.x(), graph.edge_index(), None).unwrap();
     let h: Vec<f32> = gpu.fetch_vec1(&h.flatten_all().unwrap(), "h").unwrap();
     println!(
         "{} nodes, {} edges on {}; h = {h:?}",
@@ -2038,6 +2048,7 @@ fn ch02_intermediates_on_the_wrong_device() {
     let draft = make(neighbour_sum_fixed_device).to_device(&gpu).unwrap();
     // on sim:1 too, not only on a GPU
     let err = draft.apply(&input, None).unwrap_err();
+    println!("{err}");
     let fixed = make(neighbour_sum).to_device(&gpu).unwrap();
     let out = fixed.apply(&input, None).unwrap();
     // ANCHOR_END: ch02_intermediate_caught
@@ -2061,6 +2072,7 @@ fn ch02_intermediates_on_the_wrong_device() {
     };
     // weights made inside forward
     let err = draft.forward(&out.out, y).unwrap_err();
+    println!("{err}");
     // ANCHOR_END: ch02_loss_caught
     assert!(value.to_scalar::<f32>().unwrap().is_finite());
     text += &format!("\n{}\n{err}\n", inspect::table(&loss.inspect_rows("")));
