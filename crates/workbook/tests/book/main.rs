@@ -117,17 +117,19 @@ fn ch01_the_classic_mismatch() {
 
 #[test]
 fn ch01_read_back_once() {
-    let ledger = Ledger::new();
+    // ANCHOR: ch01_read_back
+    let ledger = Ledger::new(); // records every copy made through `gpu`
     let gpu = Placement::sim(1).with_ledger(&ledger);
     let (model, _) = Model::init(ModelConfig::gcn(34, 16, 4), 0, &gpu).unwrap();
     let graph = datasets::karate(&gpu).unwrap();
-    ledger.clear();
-    // ANCHOR: ch01_read_back
+    ledger.clear(); // forget the loading copies
     let logits = model.forward_graph(&graph).unwrap().logits;
     // The predicted classes, back on the host in one copy that the ledger
     // records (PyTorch: out.argmax(1).cpu().tolist()):
     let classes = logits.argmax(1).unwrap();
     let pred: Vec<u32> = gpu.fetch_vec1(&classes, "predictions").unwrap();
+    println!("predictions: {:?}", &pred[..10]);
+    print!("{}", ledger.table());
     // ANCHOR_END: ch01_read_back
     let mut text = String::new();
     say(&mut text, format!("predictions: {:?}", &pred[..10]));
@@ -302,10 +304,12 @@ fn ch02_moving_a_model_moves_its_buffers() {
     // a plain attribute, not a registered buffer, so it stays behind.
     let stale = model.parameters_to_device(&gpu).unwrap();
     let err = stale.forward_graph(&graph).unwrap_err();
+    println!("{err}");
     // ANCHOR_END: ch02_params_only
     // ANCHOR: ch02_to_device
     let moved = model.to_device(&gpu).unwrap(); // a copy: parameters and buffers
     moved.forward_graph(&graph).unwrap();
+    print!("{}", inspect::model_table(&moved));
     // ANCHOR_END: ch02_to_device
     let text = format!("{err}\n\n{}", inspect::model_table(&moved));
     generated("ch02_buffers.txt", &text);
@@ -328,6 +332,7 @@ fn ch02_optimizer_state_follows_the_model() {
     // parameters moved, Adam's state did not
     wrong.rebind_model_only(moved).unwrap();
     let err = wrong.epoch(&on_gpu).unwrap_err();
+    println!("{err}");
     // ANCHOR_END: ch02_optimizer_left_behind
     // ANCHOR: ch02_trainer_to_device
     // model, cached buffers and optimiser state together
@@ -352,13 +357,25 @@ fn ch02_lazy_layers() {
     let (model, _) = Model::init(config, 0, Placement::cpu()).unwrap();
     let mut model = model.to_device(&gpu).unwrap(); // no weight yet: nothing copied
     let before = inspect::model_table(&model);
+    println!("before the first forward pass:\n{}", before.trim_end());
     let err = Adam::for_model(&model, 0.01, |_| 0.0).err().unwrap();
+    println!("{err}");
     let graph = datasets::karate(&gpu).unwrap();
     ledger.set_phase("first forward");
     model.materialize(&graph).unwrap(); // the first forward pass: &mut self
     let after = inspect::model_table(&model);
-    let opt = Adam::for_model(&model, 0.01, |_| 0.0).unwrap(); // sees all 4
-                                                               // ANCHOR_END: ch02_lazy
+    println!("after it:\n{}", after.trim_end());
+    println!("the ledger of the first forward pass:");
+    for t in ledger.in_phase("first forward") {
+        if t.what.contains("first forward pass") {
+            println!("{} -> {}  {:>5} B  {}", t.from, t.to, t.bytes, t.what);
+        }
+    }
+    let layer = serde_json::to_string(&model.config().layers[0]).unwrap();
+    println!("saved config: {layer}");
+    // sees all 4 parameters:
+    let opt = Adam::for_model(&model, 0.01, |_| 0.0).unwrap();
+    // ANCHOR_END: ch02_lazy
     assert_eq!(opt.state().count(), 4);
     say(&mut text, "before the first forward pass:");
     say(&mut text, before.trim_end());
@@ -386,6 +403,12 @@ fn ch02_lazy_layers() {
 /// Trains `epochs` epochs of GCN on karate, moving the graph once or every epoch.
 fn run(every_epoch: bool, epochs: usize) -> Ledger {
     // ANCHOR: ch02_ledger
+    let how = if every_epoch {
+        "move every epoch"
+    } else {
+        "move once"
+    };
+    println!("{how}:");
     let ledger = Ledger::new();
     let gpu = lesson_device().with_ledger(&ledger);
     ledger.set_phase("load");
@@ -467,6 +490,8 @@ fn ch02_metrics_on_the_device() {
     let numbers = gpu
         .fetch_vec1::<f32>(&numbers, "correct (train, test)")
         .unwrap();
+    // both phases: on the host, on the device
+    print!("{}", ledger.table());
     // ANCHOR_END: ch02_metrics_device
     assert_eq!(numbers[1] as usize, correct);
     generated("ch02_metrics.txt", &ledger.table());
@@ -483,6 +508,11 @@ fn ch02_portable_checkpoint() {
                                               // map_location="cpu"
     let on_cpu = checkpoint::load(&path, Placement::cpu()).unwrap();
     assert_eq!(on_cpu.placement().to_string(), "cpu");
+    // The same file into a config 32 wide: every problem listed at once
+    // (the output shows the file's temporary path as gcn.safetensors).
+    let wide = ModelConfig::gcn(34, 32, 4);
+    let err = checkpoint::load_with_config(&path, wide, Placement::cpu());
+    println!("{}", err.unwrap_err());
     // ANCHOR_END: ch02_checkpoint
     let wrong = checkpoint::load_with_config(
         &path,
@@ -511,6 +541,19 @@ fn ch02_pytorch_checkpoints() {
     let to = MapLocation::To(Placement::cpu());
     let import = checkpoint::load_pt(&path, &to, None).unwrap(); // config inferred
     assert_eq!(import.model.config(), &ModelConfig::gcn(1433, 16, 7));
+    // (the output shortens the fixtures' folder to pt)
+    if let Err(e) = &refused {
+        println!("{e}\n"); // without that GPU
+    }
+    for note in &import.notes {
+        println!("note: {note}");
+    }
+    // a DataParallel state_dict, then a pickled module
+    let dp = pt.join("cora_gcn_dataparallel.pt");
+    let dp_notes = checkpoint::load_pt(&dp, &to, None).unwrap().notes;
+    println!("\ncora_gcn_dataparallel.pt: {}", dp_notes[0]);
+    let whole = pt.join("cora_gcn_whole_module.pt");
+    println!("\n{}", checkpoint::load_pt(&whole, &to, None).unwrap_err());
     // ANCHOR_END: ch02_pt
     let mut text = String::new();
     // With a GPU (the cuda feature) the file loads as saved, as in PyTorch; the book's text is
