@@ -489,3 +489,21 @@ fn problem_list(entries: &[String]) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod problem_list_tests {
+    use super::WorkbookError;
+
+    #[test]
+    fn a_note_in_parentheses_is_neither_counted_nor_bulleted() {
+        let err = WorkbookError::WeightsMismatch(vec![
+            "'a' has shape [2] but the config needs [3]".into(),
+            "unexpected 'b' (the config has no such parameter)".into(),
+            "(checkpoint: gcn.safetensors)".into(),
+        ]);
+        assert_eq!(
+            err.to_string(),
+            "weights do not fit the model (2 problem(s)):\n  - 'a' has shape [2] but the config needs [3]\n  - unexpected 'b' (the config has no such parameter)\n  (checkpoint: gcn.safetensors)"
+        );
+    }
+}
