@@ -46,6 +46,7 @@ conv = GCNConv(-1, 2).to(torch.float64)  # the same, with a dtype
 conv(x.double(), edge_index)  # the first forward pass
 print("born:", conv.lin.weight.dtype, list(conv.lin.weight.shape))
 print("the module still says in_channels =", conv.in_channels)
+print("its inner Linear says in_channels =", conv.lin.in_channels)
 # ANCHOR_END: placement
 
 section("optimizer")
@@ -87,4 +88,13 @@ print("reset_parameters on a lazy weight:", params(conv))
 loaded = GCNConv(-1, 2)
 loaded.load_state_dict(GCNConv(3, 2).state_dict())  # shapes from the file
 print("load_state_dict into a lazy layer:", params(loaded))
+# PyG's Linear makes its bias with torch.empty-like memory and resets it
+# only once it knows the width: mark it, then reset.
+sage = SAGEConv(-1, 2)
+with torch.no_grad():
+    sage.lin_l.bias.fill_(7.0)
+sage.reset_parameters()
+print("lazy SAGEConv, lin_l.bias after reset:", sage.lin_l.bias.tolist())
+sage(x, edge_index)  # the first pass resets what it materialises
+print("after the first pass:", [round(b, 4) for b in sage.lin_l.bias.tolist()])
 # ANCHOR_END: reset

@@ -52,3 +52,13 @@ try:
 except Exception as e:
     print(error(e).splitlines()[0])
 # ANCHOR_END: whole_module
+
+section("compiled")
+# ANCHOR: compiled
+compiled = torch.compile(GCN())  # an OptimizedModule; nothing compiles yet
+print(list(compiled.state_dict())[:2])
+try:
+    GCN().load_state_dict(compiled.state_dict())
+except RuntimeError as e:
+    print("\n".join(error(e).splitlines()[:2]))
+# ANCHOR_END: compiled

@@ -81,7 +81,9 @@ pub enum WorkbookError {
     },
 
     /// A weights file does not fit the model it is loaded into. Every problem is listed.
-    #[error("weights do not fit the model ({} problem(s)):\n  - {}", .0.len(), .0.join("\n  - "))]
+    /// Entries in parentheses (the file's path, added by the loaders) are notes, not problems:
+    /// they are neither counted nor bulleted.
+    #[error("weights do not fit the model {}", problem_list(.0))]
     WeightsMismatch(Vec<String>),
 
     /// Every parameter a model expects is in the weights, but under a wrapper's prefix:
@@ -468,5 +470,40 @@ pub fn wrapper_of(prefix: &str) -> (&'static str, &'static str) {
             "a wrapping module",
             "in PyTorch, save the inner module's state_dict()",
         ),
+    }
+}
+
+/// `(N problem(s)):` and one bulleted line per problem, then the notes (entries that start with
+/// `(`), unbulleted: a note such as the file's path is not one more problem.
+fn problem_list(entries: &[String]) -> String {
+    let (notes, problems): (Vec<&String>, Vec<&String>) =
+        entries.iter().partition(|e| e.starts_with('('));
+    let mut text = format!("({} problem(s)):", problems.len());
+    for p in problems {
+        text.push_str("\n  - ");
+        text.push_str(p);
+    }
+    for n in notes {
+        text.push_str("\n  ");
+        text.push_str(n);
+    }
+    text
+}
+
+#[cfg(test)]
+mod problem_list_tests {
+    use super::WorkbookError;
+
+    #[test]
+    fn a_note_in_parentheses_is_neither_counted_nor_bulleted() {
+        let err = WorkbookError::WeightsMismatch(vec![
+            "'a' has shape [2] but the config needs [3]".into(),
+            "unexpected 'b' (the config has no such parameter)".into(),
+            "(checkpoint: gcn.safetensors)".into(),
+        ]);
+        assert_eq!(
+            err.to_string(),
+            "weights do not fit the model (2 problem(s)):\n  - 'a' has shape [2] but the config needs [3]\n  - unexpected 'b' (the config has no such parameter)\n  (checkpoint: gcn.safetensors)"
+        );
     }
 }

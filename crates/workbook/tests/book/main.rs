@@ -10,6 +10,7 @@
 
 use std::path::PathBuf;
 use workbook::ledger::Ledger;
+use workbook::ops::aggregate::aggregate_sum;
 use workbook::ops::raw_index;
 use workbook::sim_device::SimErrors;
 use workbook::train::{TrainConfig, Trainer};
@@ -51,10 +52,12 @@ fn ch01_two_tensors_two_devices() {
     let a = PlacedTensor::new("a", &[1.0, 2.0], &cpu).unwrap();
     let b = PlacedTensor::new("b", &[10.0, 20.0], &gpu).unwrap();
     let err = a.add(&b).unwrap_err(); // two devices: an error
+    println!("{err}");
     let b = b.to_device(&cpu).unwrap(); // PyTorch: b = b.to(a.device)
     let sum = a.add(&b).unwrap(); // one device: it works
-    assert_eq!(sum.to_vec().unwrap(), vec![11.0, 22.0]);
+    println!("a + b = {:?}", sum.to_vec().unwrap());
     // ANCHOR_END: ch01_warmup
+    assert_eq!(sum.to_vec().unwrap(), vec![11.0, 22.0]);
     let mut text = String::new();
     say(&mut text, &err);
     say(&mut text, format!("a + b = {:?}", sum.to_vec().unwrap()));
@@ -96,31 +99,37 @@ fn ch01_the_classic_mismatch() {
     // PyG: x = data.x.to(device); model(x, data.edge_index)
     let only_x = graph.move_part(GraphPart::X, &gpu).unwrap();
     let err = model.forward_graph(&only_x).unwrap_err();
-    // ANCHOR_END: ch01_partial
-    text.push_str(&format!("{err}\n"));
-    // The features and the edges moved, the labels left on the cpu.
+    println!("{err}");
+    // The features and the edges moved, the labels (y) left on the cpu;
+    // the trainer checks them before the loss:
     let no_labels = only_x.move_part(GraphPart::EdgeIndex, &gpu).unwrap();
     let on_gpu = graph.to_device(&gpu).unwrap();
     let recipe = TrainConfig::gcn();
-    let mut t =
-        Trainer::new(ModelConfig::gcn(34, 16, 4), &on_gpu, &recipe).unwrap();
-    text.push_str(&format!("{}\n", t.epoch(&no_labels).unwrap_err()));
+    let config = ModelConfig::gcn(34, 16, 4);
+    let mut trainer = Trainer::new(config, &on_gpu, &recipe).unwrap();
+    let labels_err = trainer.epoch(&no_labels).unwrap_err();
+    println!("{labels_err}");
+    // ANCHOR_END: ch01_partial
+    text.push_str(&format!("{err}\n"));
+    text.push_str(&format!("{labels_err}\n"));
     generated("ch01_mismatch.txt", &text);
 }
 
 #[test]
 fn ch01_read_back_once() {
-    let ledger = Ledger::new();
+    // ANCHOR: ch01_read_back
+    let ledger = Ledger::new(); // records every copy made through `gpu`
     let gpu = Placement::sim(1).with_ledger(&ledger);
     let (model, _) = Model::init(ModelConfig::gcn(34, 16, 4), 0, &gpu).unwrap();
     let graph = datasets::karate(&gpu).unwrap();
-    ledger.clear();
-    // ANCHOR: ch01_read_back
+    ledger.clear(); // forget the loading copies
     let logits = model.forward_graph(&graph).unwrap().logits;
     // The predicted classes, back on the host in one copy that the ledger
     // records (PyTorch: out.argmax(1).cpu().tolist()):
     let classes = logits.argmax(1).unwrap();
     let pred: Vec<u32> = gpu.fetch_vec1(&classes, "predictions").unwrap();
+    println!("predictions: {:?}", &pred[..10]);
+    print!("{}", ledger.table());
     // ANCHOR_END: ch01_read_back
     let mut text = String::new();
     say(&mut text, format!("predictions: {:?}", &pred[..10]));
@@ -135,12 +144,14 @@ fn ch01_one_source_of_truth() {
     // else auto (CUDA if present, else cpu)
     let explicit: Option<device::DeviceSpec> = Some("sim:1".parse().unwrap());
     let chosen = device::choose(explicit).unwrap();
-    eprintln!("device: {} ({})", chosen.name, chosen.reason);
+    println!("device: {} ({})", chosen.name, chosen.reason);
     let graph = datasets::karate(&chosen.placement).unwrap();
+    // A spelling the policy does not know:
+    let err = "gpu0".parse::<device::DeviceSpec>().unwrap_err();
+    println!("{err}");
     // ANCHOR_END: ch01_policy
     assert_eq!(graph.placement().to_string(), "sim:1");
     let mut text = format!("device: {} ({})\n", chosen.name, chosen.reason);
-    let err = "gpu0".parse::<device::DeviceSpec>().unwrap_err();
     text.push_str(&format!("{err}\n"));
     generated("ch01_policy.txt", &text);
 }
@@ -224,12 +235,13 @@ fn ch01_asynchronous_errors() {
     // PyG: data.validate(raise_on_error=True), before any kernel
     let err = Graph::validate(&data).unwrap_err();
     println!("{err}");
-    // The fix: ids counted from 0. Validation returns a checked Graph,
-    // which every layer of the workbook takes.
+    // The fix: ids counted from 0. Validation returns a checked Graph, and
+    // only that graph goes on: moved, then summed by the workbook's own
+    // kernel, which takes a checked edge index and nothing else.
     let edge_index = (data.edge_index() - 1.0).unwrap();
     let fixed = UncheckedGraph::new("ring", data.x().clone(), edge_index);
     let graph = Graph::validate(&fixed).unwrap().to_device(&gpu).unwrap();
-    let h = sum_neighbours(&fixed.to_device(&gpu).unwrap()).unwrap();
+    let h = aggregate_sum(graph.x(), graph.edge_index(), None).unwrap();
     let h: Vec<f32> = gpu.fetch_vec1(&h.flatten_all().unwrap(), "h").unwrap();
     println!(
         "{} nodes, {} edges on {}; h = {h:?}",
@@ -292,10 +304,12 @@ fn ch02_moving_a_model_moves_its_buffers() {
     // a plain attribute, not a registered buffer, so it stays behind.
     let stale = model.parameters_to_device(&gpu).unwrap();
     let err = stale.forward_graph(&graph).unwrap_err();
+    println!("{err}");
     // ANCHOR_END: ch02_params_only
     // ANCHOR: ch02_to_device
     let moved = model.to_device(&gpu).unwrap(); // a copy: parameters and buffers
     moved.forward_graph(&graph).unwrap();
+    print!("{}", inspect::model_table(&moved));
     // ANCHOR_END: ch02_to_device
     let text = format!("{err}\n\n{}", inspect::model_table(&moved));
     generated("ch02_buffers.txt", &text);
@@ -318,6 +332,7 @@ fn ch02_optimizer_state_follows_the_model() {
     // parameters moved, Adam's state did not
     wrong.rebind_model_only(moved).unwrap();
     let err = wrong.epoch(&on_gpu).unwrap_err();
+    println!("{err}");
     // ANCHOR_END: ch02_optimizer_left_behind
     // ANCHOR: ch02_trainer_to_device
     // model, cached buffers and optimiser state together
@@ -342,13 +357,25 @@ fn ch02_lazy_layers() {
     let (model, _) = Model::init(config, 0, Placement::cpu()).unwrap();
     let mut model = model.to_device(&gpu).unwrap(); // no weight yet: nothing copied
     let before = inspect::model_table(&model);
+    println!("before the first forward pass:\n{}", before.trim_end());
     let err = Adam::for_model(&model, 0.01, |_| 0.0).err().unwrap();
+    println!("{err}");
     let graph = datasets::karate(&gpu).unwrap();
     ledger.set_phase("first forward");
     model.materialize(&graph).unwrap(); // the first forward pass: &mut self
     let after = inspect::model_table(&model);
-    let opt = Adam::for_model(&model, 0.01, |_| 0.0).unwrap(); // sees all 4
-                                                               // ANCHOR_END: ch02_lazy
+    println!("after it:\n{}", after.trim_end());
+    println!("the ledger of the first forward pass:");
+    for t in ledger.in_phase("first forward") {
+        if t.what.contains("first forward pass") {
+            println!("{} -> {}  {:>5} B  {}", t.from, t.to, t.bytes, t.what);
+        }
+    }
+    let layer = serde_json::to_string(&model.config().layers[0]).unwrap();
+    println!("saved config: {layer}");
+    // sees all 4 parameters:
+    let opt = Adam::for_model(&model, 0.01, |_| 0.0).unwrap();
+    // ANCHOR_END: ch02_lazy
     assert_eq!(opt.state().count(), 4);
     say(&mut text, "before the first forward pass:");
     say(&mut text, before.trim_end());
@@ -376,6 +403,12 @@ fn ch02_lazy_layers() {
 /// Trains `epochs` epochs of GCN on karate, moving the graph once or every epoch.
 fn run(every_epoch: bool, epochs: usize) -> Ledger {
     // ANCHOR: ch02_ledger
+    let how = if every_epoch {
+        "move every epoch"
+    } else {
+        "move once"
+    };
+    println!("{how}:");
     let ledger = Ledger::new();
     let gpu = lesson_device().with_ledger(&ledger);
     ledger.set_phase("load");
@@ -457,6 +490,8 @@ fn ch02_metrics_on_the_device() {
     let numbers = gpu
         .fetch_vec1::<f32>(&numbers, "correct (train, test)")
         .unwrap();
+    // both phases: on the host, on the device
+    print!("{}", ledger.table());
     // ANCHOR_END: ch02_metrics_device
     assert_eq!(numbers[1] as usize, correct);
     generated("ch02_metrics.txt", &ledger.table());
@@ -473,6 +508,11 @@ fn ch02_portable_checkpoint() {
                                               // map_location="cpu"
     let on_cpu = checkpoint::load(&path, Placement::cpu()).unwrap();
     assert_eq!(on_cpu.placement().to_string(), "cpu");
+    // The same file into a config 32 wide: every problem listed at once
+    // (the output shows the file's temporary path as gcn.safetensors).
+    let wide = ModelConfig::gcn(34, 32, 4);
+    let err = checkpoint::load_with_config(&path, wide, Placement::cpu());
+    println!("{}", err.unwrap_err());
     // ANCHOR_END: ch02_checkpoint
     let wrong = checkpoint::load_with_config(
         &path,
@@ -501,6 +541,19 @@ fn ch02_pytorch_checkpoints() {
     let to = MapLocation::To(Placement::cpu());
     let import = checkpoint::load_pt(&path, &to, None).unwrap(); // config inferred
     assert_eq!(import.model.config(), &ModelConfig::gcn(1433, 16, 7));
+    // (the output shortens the fixtures' folder to pt)
+    if let Err(e) = &refused {
+        println!("{e}\n"); // without that GPU
+    }
+    for note in &import.notes {
+        println!("note: {note}");
+    }
+    // a DataParallel state_dict, then a pickled module
+    let dp = pt.join("cora_gcn_dataparallel.pt");
+    let dp_notes = checkpoint::load_pt(&dp, &to, None).unwrap().notes;
+    println!("\ncora_gcn_dataparallel.pt: {}", dp_notes[0]);
+    let whole = pt.join("cora_gcn_whole_module.pt");
+    println!("\n{}", checkpoint::load_pt(&whole, &to, None).unwrap_err());
     // ANCHOR_END: ch02_pt
     let mut text = String::new();
     // With a GPU (the cuda feature) the file loads as saved, as in PyTorch; the book's text is
@@ -2038,6 +2091,7 @@ fn ch02_intermediates_on_the_wrong_device() {
     let draft = make(neighbour_sum_fixed_device).to_device(&gpu).unwrap();
     // on sim:1 too, not only on a GPU
     let err = draft.apply(&input, None).unwrap_err();
+    println!("{err}");
     let fixed = make(neighbour_sum).to_device(&gpu).unwrap();
     let out = fixed.apply(&input, None).unwrap();
     // ANCHOR_END: ch02_intermediate_caught
@@ -2061,6 +2115,7 @@ fn ch02_intermediates_on_the_wrong_device() {
     };
     // weights made inside forward
     let err = draft.forward(&out.out, y).unwrap_err();
+    println!("{err}");
     // ANCHOR_END: ch02_loss_caught
     assert!(value.to_scalar::<f32>().unwrap().is_finite());
     text += &format!("\n{}\n{err}\n", inspect::table(&loss.inspect_rows("")));
