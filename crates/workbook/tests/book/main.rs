@@ -1691,6 +1691,7 @@ fn ch07_capstone_cora_end_to_end() {
     print!("{}", ledger.table()); // chapter 2: what crossed the bus, and when
     let model = report.model;
     // ANCHOR_END: ch07_train
+    // ANCHOR: ch07_train_print
     for s in report.history.iter().filter(|s| s.epoch % 10 == 0) {
         say(
             &mut text,
@@ -1712,6 +1713,9 @@ fn ch07_capstone_cora_end_to_end() {
             100.0 * last.test_accuracy
         ),
     );
+    say(&mut text, String::new());
+    say(&mut text, ledger.table().trim_end().to_string());
+    // ANCHOR_END: ch07_train_print
     assert!(
         last.test_accuracy > 0.6,
         "GATv2 should learn Cora in {} epochs",
@@ -1727,8 +1731,6 @@ fn ch07_capstone_cora_end_to_end() {
     {
         assert!(t.what.starts_with("metrics"), "unexpected transfer {t:?}");
     }
-    say(&mut text, String::new());
-    say(&mut text, ledger.table().trim_end().to_string());
     generated("ch07_train.txt", &text);
     text.clear();
 
@@ -1741,6 +1743,7 @@ fn ch07_capstone_cora_end_to_end() {
     checkpoint::save(&model, &checkpoint_path).unwrap();
     onnx::write(&model, &onnx_path, &onnx::OnnxOptions::default()).unwrap();
     // ANCHOR_END: ch07_export
+    // ANCHOR: ch07_export_print
     for line in &checks.checks {
         say(&mut text, format!("pre-flight ok: {line}"));
     }
@@ -1772,6 +1775,7 @@ fn ch07_capstone_cora_end_to_end() {
                 + ", ..."
         ),
     );
+    // ANCHOR_END: ch07_export_print
     generated("ch07_export.txt", &text);
 
     // The failure: serving the model where it was trained, with requests built on the host.
@@ -1780,6 +1784,7 @@ fn ch07_capstone_cora_end_to_end() {
     // ANCHOR: ch07_mismatch
     // the trained model is on sim:1, the request was built on the cpu
     let err = serving::answer(&model, &request).unwrap_err();
+    println!("{err}");
     // ANCHOR_END: ch07_mismatch
     generated("ch07_mismatch.txt", &format!("{err}\n"));
     let mut text = String::new();
@@ -1801,13 +1806,16 @@ fn ch07_capstone_cora_end_to_end() {
     let same = on_cpu.same_as(&on_gpu).unwrap();
     assert!(same);
     // ANCHOR_END: ch07_serve
+    // ANCHOR: ch07_serve_print
     text.push_str(&format!(
-        "reloaded onto {}: logits and attention equal the trained model's on {}: {same}\n",
+        "reloaded onto {}: logits and attention equal the trained model's \
+         on {}: {same}\n",
         served.placement(),
         model.placement()
     ));
     text.push_str(&format!(
-        "served {} requests ({}) with {} threads sharing one Arc<Model>: {} mismatch(es) against sequential answers\n",
+        "served {} requests ({}) with {} threads sharing one Arc<Model>: \
+         {} mismatch(es) against sequential answers\n",
         run.requests,
         requests
             .iter()
@@ -1819,6 +1827,8 @@ fn ch07_capstone_cora_end_to_end() {
         run.threads,
         run.mismatches
     ));
+    print!("{text}");
+    // ANCHOR_END: ch07_serve_print
     generated("ch07_serve.txt", &text);
 }
 
