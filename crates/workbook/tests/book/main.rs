@@ -709,7 +709,8 @@ fn ch05_mini_batches() {
         let batch = batch.unwrap().to_device(&device).unwrap();
         trainer.step(&batch).unwrap();
     }
-    print!("{}", ledger.table()); // the output below
+    // the output below
+    print!("{}", ledger.table());
     // ANCHOR_END: ch05_loop
     generated("ch05_ledger.txt", &ledger.table());
 
