@@ -712,6 +712,7 @@ fn ch05_mini_batches() {
     let batch = loader.batches(1).next().unwrap().unwrap(); // epoch 1, first batch
     let n_id = batch.n_id_host();
     // ANCHOR_END: ch05_loader
+    // ANCHOR: ch05_loader_print
     say(&mut text, format!("batches per epoch: {}", loader.len()));
     say(
         &mut text,
@@ -737,6 +738,7 @@ fn ch05_mini_batches() {
             batch.bytes()
         ),
     );
+    // ANCHOR_END: ch05_loader_print
     generated("ch05_loader.txt", &text);
 
     // ANCHOR: ch05_loop
@@ -760,6 +762,8 @@ fn ch05_mini_batches() {
         let batch = batch.unwrap().to_device(&device).unwrap();
         trainer.step(&batch).unwrap();
     }
+    // the output below
+    print!("{}", ledger.table());
     // ANCHOR_END: ch05_loop
     generated("ch05_ledger.txt", &ledger.table());
 
@@ -770,6 +774,9 @@ fn ch05_mini_batches() {
     let on_device = graph.to_device(&device).unwrap();
     let err = NeighborLoader::new(&on_device, LoaderConfig::new(&[10, 10], 64))
         .unwrap_err();
+    say(&mut text, err);
+    // ANCHOR_END: ch05_mistakes
+    // ANCHOR: ch05_mistakes_part
     // 2. The features and edges moved by hand, the labels left behind.
     let batch = loader.batch(1, 0).unwrap();
     let half = batch
@@ -777,9 +784,8 @@ fn ch05_mini_batches() {
         .and_then(|b| b.move_part(BatchPart::EdgeIndex, &device))
         .unwrap();
     let left_behind = trainer.step(&half).unwrap_err();
-    // ANCHOR_END: ch05_mistakes
-    say(&mut text, err);
     say(&mut text, left_behind);
+    // ANCHOR_END: ch05_mistakes_part
     generated("ch05_mistakes.txt", &text);
 
     // The same epoch's batches again, with the third mistake.
@@ -799,6 +805,7 @@ fn ch05_mini_batches() {
     assert!(whole.contains("Cora.x"), "{whole}");
     generated("ch05_whole_graph.txt", &whole);
 
+    // ANCHOR: ch05_cached_refused
     // PyG's GCNConv(cached=True) on mini-batches: refused up front.
     let mut cached =
         ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
@@ -812,6 +819,8 @@ fn ch05_mini_batches() {
     let err = MiniBatchTrainer::new(cached, &graph, &recipe, settings, &device)
         .err()
         .expect("a cached GCN is refused for mini-batches");
+    println!("{err}");
+    // ANCHOR_END: ch05_cached_refused
     generated("ch05_cached.txt", &format!("{err}\n"));
 }
 
@@ -870,12 +879,14 @@ fn ch05_evaluation_moves_data_too() {
         ..MiniBatchConfig::new(&[10, 10], 128)
     };
     // ANCHOR_END: ch05_eval
+    // ANCHOR: ch05_eval_print
     let full = three_epochs(settings);
     let text = format!(
         "3 epochs, --eval batches (the default):\n{by_batches}\
          3 epochs, --eval full:\n{full}"
     );
     print!("{text}");
+    // ANCHOR_END: ch05_eval_print
     generated("ch05_eval.txt", &text);
 }
 
@@ -930,6 +941,7 @@ fn ch06_data_parallel_step() {
     // every replica bit for bit equal to the first
     let sync = dp.check_in_sync().unwrap();
     // ANCHOR_END: ch06_step
+    // ANCHOR: ch06_step_print
     say(&mut text, ledger.table().trim_end());
     let kind = |prefix: &str| -> u64 {
         ledger
@@ -949,7 +961,8 @@ fn ch06_data_parallel_step() {
     say(
         &mut text,
         format!(
-            "step 1 by kind: batch parts {parts} B, reduce {} B, broadcast {} B (parameters: {params} B)",
+            "step 1 by kind: batch parts {parts} B, reduce {} B, \
+             broadcast {} B (parameters: {params} B)",
             kind("reduce "),
             kind("broadcast ")
         ),
@@ -958,6 +971,7 @@ fn ch06_data_parallel_step() {
         &mut text,
         format!("loss {loss:.4}; replicas in sync: {}", sync.in_sync),
     );
+    // ANCHOR_END: ch06_step_print
     assert!(sync.in_sync);
     assert_eq!(kind("reduce "), params);
     assert_eq!(kind("broadcast "), params);
@@ -977,10 +991,12 @@ fn ch06_one_device_or_two() {
     let mut dp = DataParallel::new(&model, &devices, &TrainConfig::gcn()).unwrap();
     let one = model.to_device(Placement::sim(1)).unwrap();
     let mut opt = TrainConfig::gcn().optimizer(&one).unwrap();
+    // ANCHOR: ch06_one_device_header
     say(
         &mut text,
         "step  two devices (sim:1,sim:2)  one device (sim:1)  difference",
     );
+    // ANCHOR_END: ch06_one_device_header
     for s in 0..4 {
         let batches = ch06_two_batches(&graph, 32, 1, (2 * s) % 4);
         // ANCHOR: ch06_one_device
@@ -1014,6 +1030,7 @@ fn ch06_one_device_or_two() {
         let single = mean.to_scalar::<f32>().unwrap();
         opt.backward_step(&mean).unwrap();
         // ANCHOR_END: ch06_one_device
+        // ANCHOR: ch06_one_device_row
         say(
             &mut text,
             format!(
@@ -1022,8 +1039,10 @@ fn ch06_one_device_or_two() {
                 (two - single).abs()
             ),
         );
+        // ANCHOR_END: ch06_one_device_row
         assert!((two - single).abs() < 1e-5);
     }
+    // ANCHOR: ch06_one_device_after
     let reference: std::collections::HashMap<_, _> =
         one.named_parameters().into_iter().collect();
     let largest = dp
@@ -1044,6 +1063,7 @@ fn ch06_one_device_or_two() {
         &mut text,
         format!("after 4 steps the parameters differ by at most {largest:.1e}"),
     );
+    // ANCHOR_END: ch06_one_device_after
     assert!(largest < 1e-4);
     generated("ch06_one_device.txt", &text);
 }
@@ -1069,8 +1089,8 @@ fn ch06_the_failures() {
     // The fix: a copy per device (DataParallel::new does exactly this).
     let replicas = vec![model.clone(), model.to_device(&devices[1]).unwrap()];
     let dp = DataParallel::from_replicas(replicas, &devices, &recipe).unwrap();
-    // ANCHOR_END: ch06_replica
     say(&mut text, format!("1. {err}"));
+    // ANCHOR_END: ch06_replica
 
     // ANCHOR: ch06_gather
     let on_devices = dp.scatter(&batches).unwrap();
@@ -1086,8 +1106,8 @@ fn ch06_the_failures() {
         .move_tensor(&y_on_sim2, &devices[1], "y")
         .unwrap();
     let loss = out.cross_entropy(&y, &devices[0]).unwrap();
-    // ANCHOR_END: ch06_gather
     say(&mut text, format!("2. {err}"));
+    // ANCHOR_END: ch06_gather
     assert!(loss.to_scalar::<f32>().unwrap().is_finite());
 
     // ANCHOR: ch06_optimizer
@@ -1120,8 +1140,8 @@ fn ch06_the_failures() {
     let err = dp.step(&both_first).err().unwrap();
     // The fix: scatter, batch k to device k.
     dp.step(&dp.scatter(&batches).unwrap()).unwrap();
-    // ANCHOR_END: ch06_batch
     say(&mut text, format!("4. {err}"));
+    // ANCHOR_END: ch06_batch
 
     // ANCHOR: ch06_unwrap
     let dir = tempfile::tempdir().unwrap();
@@ -1130,7 +1150,6 @@ fn ch06_the_failures() {
     let model = dp.into_module(); // PyTorch: model = dp.module
     checkpoint::save(&model, &path).unwrap();
     let back = checkpoint::load(&path, Placement::cpu()).unwrap();
-    // ANCHOR_END: ch06_unwrap
     say(
         &mut text,
         format!(
@@ -1139,6 +1158,7 @@ fn ch06_the_failures() {
             back.placement()
         ),
     );
+    // ANCHOR_END: ch06_unwrap
     generated("ch06_failures.txt", &text);
 }
 
@@ -1170,7 +1190,6 @@ fn ch06_module_prefix() {
         "module.",
     )
     .unwrap();
-    // ANCHOR_END: ch06_module_prefix
     // The temporary folder changes every run: show the file name only.
     let folder = format!("{}{}", dir.path().display(), std::path::MAIN_SEPARATOR);
     say(&mut text, err.to_string().replace(&folder, ""));
@@ -1182,6 +1201,7 @@ fn ch06_module_prefix() {
             model.placement()
         ),
     );
+    // ANCHOR_END: ch06_module_prefix
     generated("ch06_module_prefix.txt", &text);
 }
 
@@ -1211,9 +1231,9 @@ fn ch06_model_parallel() {
     let loss = mp
         .train_step(&placed, &mut optimizers, &mut dropout)
         .unwrap();
-    // ANCHOR_END: ch06_model_parallel
     say(&mut text, ledger.table().trim_end());
     say(&mut text, format!("loss {loss:.4}"));
+    // ANCHOR_END: ch06_model_parallel
     // ANCHOR: ch06_model_parallel_export
     // The split model as it is: its own forward pass meets conv2 on sim:2.
     let on_sim1 = graph.to_device(&stages[0]).unwrap();
@@ -1221,7 +1241,6 @@ fn ch06_model_parallel() {
     // Gathered on one device, it is an ordinary model again (for export or
     // serving on one device).
     let whole = mp.into_model(Placement::cpu()).unwrap();
-    // ANCHOR_END: ch06_model_parallel_export
     say(&mut text, err);
     say(
         &mut text,
@@ -1231,6 +1250,7 @@ fn ch06_model_parallel() {
             whole.is_split()
         ),
     );
+    // ANCHOR_END: ch06_model_parallel_export
     generated("ch06_model_parallel.txt", &text);
 }
 
@@ -1259,8 +1279,8 @@ fn ch06_sync_check() {
     let (_, w) = dp.replicas()[1].vars().unwrap().remove(0);
     w.set(&(w.as_tensor() + 1e-3).unwrap()).unwrap();
     let report = dp.check_in_sync().unwrap();
-    // ANCHOR_END: ch06_sync
     say(&mut text, format!("{report:?}"));
+    // ANCHOR_END: ch06_sync
     assert!(!report.in_sync);
     generated("ch06_sync.txt", &text);
 }
@@ -1304,6 +1324,7 @@ fn ch06_train_on_two_devices() {
     // unwrapped: save, export or serve this
     let model = trainer.into_module();
     // ANCHOR_END: ch06_train
+    // ANCHOR: ch06_train_print
     for line in &every_10th {
         say(&mut text, line);
     }
@@ -1322,6 +1343,7 @@ fn ch06_train_on_two_devices() {
             ),
         );
     }
+    // ANCHOR_END: ch06_train_print
     let _ = model;
     generated("ch06_train_ledger.txt", &text);
 }
@@ -1390,6 +1412,7 @@ fn ch06_ddp_is_data_parallel_one_process_per_device() {
         Ok((step, ddp.into_module()))
     });
     // ANCHOR_END: ch06_ddp_vs_dp
+    // ANCHOR: ch06_ddp_vs_dp_print
     let ranks: Vec<_> = ranks.into_iter().map(Result::unwrap).collect();
     for (r, (step, _)) in ranks.iter().enumerate() {
         say(
@@ -1416,6 +1439,7 @@ fn ch06_ddp_is_data_parallel_one_process_per_device() {
         &mut text,
         format!("largest difference from DataParallel's step: {largest:.1e}"),
     );
+    // ANCHOR_END: ch06_ddp_vs_dp_print
     assert!(bitwise);
     assert!(largest <= 1e-5);
     assert_eq!(ranks[1].0.local_seeds, 12);
@@ -1477,6 +1501,7 @@ fn ch06_ddp_training() {
         Ok(report)
     });
     // ANCHOR_END: ch06_ddp_train
+    // ANCHOR: ch06_ddp_train_print
     let mut text = String::new();
     let ranks: Vec<Vec<String>> = ranks.into_iter().map(Result::unwrap).collect();
     for epoch in [0, 1, 9] {
@@ -1508,6 +1533,7 @@ fn ch06_ddp_training() {
             names[0]
         ),
     );
+    // ANCHOR_END: ch06_ddp_train_print
     generated("ch06_ddp_train.txt", &text);
 }
 
@@ -1549,7 +1575,6 @@ fn ch06_ddp_failures() {
         .map(|r| DistributedSampler::new(2, r, r as u64).unwrap())
         .map(|sampler| sampler.shard(seeds, 1))
         .collect();
-    // ANCHOR_END: ch06_ddp_sampler
     let coverage = |shards: &[Vec<u32>]| {
         let all: Vec<u32> = shards.concat();
         let mut distinct = all.clone();
@@ -1578,11 +1603,13 @@ fn ch06_ddp_failures() {
     say(
         &mut text,
         format!(
-            "rank 0's shard, epoch 0 twice: the same order {}; epochs 1 and 2: the same order {}",
+            "rank 0's shard, epoch 0 twice: the same order {}; \
+             epochs 1 and 2: the same order {}",
             first == again,
             sharded[0] == next
         ),
     );
+    // ANCHOR_END: ch06_ddp_sampler
 
     type Body<'a> = &'a (dyn Fn(&mut DistributedDataParallel) -> workbook::Result<String>
              + Sync);
@@ -1617,7 +1644,6 @@ fn ch06_ddp_failures() {
         let report = ddp.check_in_sync()?;
         Ok(format!("{report:?}"))
     });
-    // ANCHOR_END: ch06_ddp_drift
     say(
         &mut text,
         format!("drift, rank 0: {}", out[0].as_ref().unwrap()),
@@ -1626,6 +1652,7 @@ fn ch06_ddp_failures() {
         &mut text,
         format!("drift, rank 1: {}", out[1].as_ref().unwrap()),
     );
+    // ANCHOR_END: ch06_ddp_drift
 
     // ANCHOR: ch06_ddp_skip
     // Rank 1 has nothing to do in step 2 and skips it.
@@ -1640,10 +1667,10 @@ fn ch06_ddp_failures() {
         ddp.world().barrier("end of epoch")?;
         Ok(String::new())
     });
-    // ANCHOR_END: ch06_ddp_skip
     let skip = out[0].as_ref().unwrap_err().to_string();
-    assert!(skip.contains("different collective calls"), "{skip}");
     say(&mut text, format!("skip: {skip}"));
+    // ANCHOR_END: ch06_ddp_skip
+    assert!(skip.contains("different collective calls"), "{skip}");
 
     // ANCHOR: ch06_ddp_stop
     // Rank 1 stops after one step (its shard ran out, it crashed, ...).
@@ -1655,10 +1682,10 @@ fn ch06_ddp_failures() {
         }
         Ok(String::new())
     });
-    // ANCHOR_END: ch06_ddp_stop
     let stop = out[0].as_ref().unwrap_err().to_string();
-    assert!(stop.contains("timed out") && out[1].is_ok(), "{stop}");
     say(&mut text, format!("stop: {stop}"));
+    // ANCHOR_END: ch06_ddp_stop
+    assert!(stop.contains("timed out") && out[1].is_ok(), "{stop}");
 
     // ANCHOR: ch06_ddp_arguments
     // Rank 1 started with --hidden 32, rank 0 with the default 16.
@@ -1671,11 +1698,11 @@ fn ch06_ddp_failures() {
         DistributedDataParallel::new(&model, world, &at, &TrainConfig::gcn())
             .map(|_| ())
     });
-    // ANCHOR_END: ch06_ddp_arguments
     say(
         &mut text,
         format!("arguments: {}", out[1].as_ref().unwrap_err()),
     );
+    // ANCHOR_END: ch06_ddp_arguments
     generated("ch06_ddp_failures.txt", &text);
 }
 
@@ -1718,6 +1745,7 @@ fn ch07_capstone_cora_end_to_end() {
     print!("{}", ledger.table()); // chapter 2: what crossed the bus, and when
     let model = report.model;
     // ANCHOR_END: ch07_train
+    // ANCHOR: ch07_train_print
     for s in report.history.iter().filter(|s| s.epoch % 10 == 0) {
         say(
             &mut text,
@@ -1739,6 +1767,9 @@ fn ch07_capstone_cora_end_to_end() {
             100.0 * last.test_accuracy
         ),
     );
+    say(&mut text, String::new());
+    say(&mut text, ledger.table().trim_end().to_string());
+    // ANCHOR_END: ch07_train_print
     assert!(
         last.test_accuracy > 0.6,
         "GATv2 should learn Cora in {} epochs",
@@ -1754,8 +1785,6 @@ fn ch07_capstone_cora_end_to_end() {
     {
         assert!(t.what.starts_with("metrics"), "unexpected transfer {t:?}");
     }
-    say(&mut text, String::new());
-    say(&mut text, ledger.table().trim_end().to_string());
     generated("ch07_train.txt", &text);
     text.clear();
 
@@ -1768,6 +1797,7 @@ fn ch07_capstone_cora_end_to_end() {
     checkpoint::save(&model, &checkpoint_path).unwrap();
     onnx::write(&model, &onnx_path, &onnx::OnnxOptions::default()).unwrap();
     // ANCHOR_END: ch07_export
+    // ANCHOR: ch07_export_print
     for line in &checks.checks {
         say(&mut text, format!("pre-flight ok: {line}"));
     }
@@ -1799,6 +1829,7 @@ fn ch07_capstone_cora_end_to_end() {
                 + ", ..."
         ),
     );
+    // ANCHOR_END: ch07_export_print
     generated("ch07_export.txt", &text);
 
     // The failure: serving the model where it was trained, with requests built on the host.
@@ -1807,6 +1838,7 @@ fn ch07_capstone_cora_end_to_end() {
     // ANCHOR: ch07_mismatch
     // the trained model is on sim:1, the request was built on the cpu
     let err = serving::answer(&model, &request).unwrap_err();
+    println!("{err}");
     // ANCHOR_END: ch07_mismatch
     generated("ch07_mismatch.txt", &format!("{err}\n"));
     let mut text = String::new();
@@ -1828,13 +1860,16 @@ fn ch07_capstone_cora_end_to_end() {
     let same = on_cpu.same_as(&on_gpu).unwrap();
     assert!(same);
     // ANCHOR_END: ch07_serve
+    // ANCHOR: ch07_serve_print
     text.push_str(&format!(
-        "reloaded onto {}: logits and attention equal the trained model's on {}: {same}\n",
+        "reloaded onto {}: logits and attention equal the trained model's \
+         on {}: {same}\n",
         served.placement(),
         model.placement()
     ));
     text.push_str(&format!(
-        "served {} requests ({}) with {} threads sharing one Arc<Model>: {} mismatch(es) against sequential answers\n",
+        "served {} requests ({}) with {} threads sharing one Arc<Model>: \
+         {} mismatch(es) against sequential answers\n",
         run.requests,
         requests
             .iter()
@@ -1846,6 +1881,8 @@ fn ch07_capstone_cora_end_to_end() {
         run.threads,
         run.mismatches
     ));
+    print!("{text}");
+    // ANCHOR_END: ch07_serve_print
     generated("ch07_serve.txt", &text);
 }
 
