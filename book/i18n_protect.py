@@ -16,6 +16,10 @@ harmless for prose, but not for formulas, which mdbook-katex reads from the raw 
               outputs are what the reader will see (they stay in English in every edition).
               The `{{#include ...}}` line of a Python listing would otherwise be extracted, as a
               Python comment.
+            * a `<summary>label</summary>` line (the label of a collapsed block: "Answer",
+              "Checked against (sources)") is opened up so that its label is a paragraph of its
+              own, which gettext extracts and translates; HTML alone is never a message.
+              theme/outputs.css keeps such a paragraph on the summary's line.
   restore   (runs after `gettext`, before `links` expands the includes and katex renders):
             * writes emphasis as `*text*`: gettext writes every paragraph back with `_text_`, and
               CommonMark does not open or close `_` emphasis between two letters, which is where
@@ -52,8 +56,24 @@ SPAN = re.compile(
 )
 
 
+# A collapsed block's label on a line of its own: `<details><summary>Answer</summary>`.
+SUMMARY = re.compile(r"^(?P<indent>\s*)(?P<details><details>\s*)?<summary>(?P<label>[^<>]+)</summary>\s*$")
+
+
+def open_summary(line: str) -> list[str]:
+    """Puts a summary's label in a paragraph of its own (CommonMark: an HTML block ends at a
+    blank line, so the label between two blank lines is markdown, and so a message)."""
+    match = SUMMARY.match(line)
+    if not match:
+        return [line]
+    indent = match.group("indent")
+    return [indent + (match.group("details") or "") + "<summary>", "",
+            indent + match.group("label").strip(), "", indent + "</summary>"]
+
+
 def protect(markdown: str) -> str:
-    """Wraps every formula outside code in a code span; marks every fenced block to be skipped."""
+    """Wraps every formula outside code in a code span; marks every fenced block to be skipped;
+    opens up the labels of collapsed blocks."""
     out, fence, prose = [], None, []
 
     def flush_prose() -> None:
@@ -72,7 +92,7 @@ def protect(markdown: str) -> str:
                 out.append(line)
                 fence = match.group(2)
             else:
-                prose.append(line)
+                prose.extend(open_summary(line))
         else:
             out.append(line)
             if match and match.group(2).startswith(fence[0] * len(fence)) and not match.group(3).strip():

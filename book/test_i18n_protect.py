@@ -36,6 +36,17 @@ class Protect(unittest.TestCase):
                      '<a href="a_b">', "\\_literal"]:
             self.assertEqual(restore(text), text)
 
+    def test_a_collapsed_blocks_label_becomes_a_message(self):
+        # "Answer" alone in an HTML line is never extracted; between blank lines it is a paragraph
+        text = "1. Why?\n\n   <details><summary>Answer</summary>\n\n   Because.\n\n   </details>\n"
+        protected = protect(text)
+        self.assertIn("   <details><summary>\n\n   Answer\n\n   </summary>\n", protected)
+        self.assertEqual(protect("<summary>Checked against (sources)</summary>"),
+                         "<summary>\n\nChecked against (sources)\n\n</summary>")
+        # inside a code block it is left alone
+        code = "```text\n<summary>Answer</summary>\n```"
+        self.assertIn("\n<summary>Answer</summary>\n", protect(code))
+
 
 if __name__ == "__main__":
     unittest.main()
