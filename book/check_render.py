@@ -2,7 +2,7 @@
 r"""Open every chapter of the built book in headless Chromium, offline, and check that it renders.
 
 Usage: python3 book/check_render.py --screenshots DIR [--book-dir book/build] [--chromium chromium]
-                                    [--po book/po/zh-CN.po]
+                                    [--po book/po/zh-CN.po] [--structure]
 
 With --po (a translated book, built by book/i18n.sh), the titles checked below are the English
 titles' translations from that PO file; a title with no translation there is a failure.
@@ -26,7 +26,17 @@ disk (file://):
   * every <img> on the page loaded (complete, naturalWidth > 0), and every figure the chapter's
     markdown shows (`![...](figures/...)`) is among them;
   * every relative link in the chapter's text resolves to a file or folder on disk (links to
-    notebooks/ and exercises/ included; a linked folder must hold a README.md);
+    notebooks/ and exercises/ included; a linked folder must hold a README.md), and a link with a
+    #fragment into the built book (`#x` on the same page, `page.html#x` on another) reaches an
+    element with that id in the built page: a heading's slug (in a translated edition, the
+    translated heading's), an explicit `{#id}` or an HTML id;
+  * with --structure (issue 43's page structure; crates/workbook/tests/book/pages.rs checks the
+    markdown, this the page a learner sees), every page but the glossary shows under its title a
+    reading-time line (an <em> paragraph with a number; in English "Reading time: about N
+    minutes."), then a "Before you start" heading (its translation with --po) followed by a list
+    with three bold labels ("Builds on:", "Rust you will meet:", "Afterwards you can:" in
+    English), a "Key ideas" heading with 4 to 6 bullets and a "Check your understanding" heading
+    with 3 to 5 questions, each answer in a <details> that starts closed;
   * a full-page PNG screenshot is saved as DIR/<page>.png.
 Once per run, search works offline: the first page opened with `?search=WORD` loads the search
 index from disk and lists results that lead to pages on disk, among them the page expected for
@@ -39,6 +49,7 @@ pipe (--remote-debugging-pipe), so neither chromedriver nor selenium is needed.
 import argparse
 import base64
 import fcntl
+import html
 import json
 import os
 import re
@@ -128,6 +139,37 @@ PAGE_REPORT_JS = r"""
                             width: sidebarBox.width, height: sidebarBox.height},
     sidebar_links: sidebarLinks.map(a => ({url: a.href, text: a.textContent.trim(),
                                            active: a.classList.contains('active')})),
+    // What a learner sees of the page's structure (issue 43): the line under the title, the
+    // second-level headings with what follows each up to the next one.
+    after_title: h1 && h1.nextElementSibling ? {
+        tag: h1.nextElementSibling.tagName,
+        only_em: h1.nextElementSibling.children.length === 1
+            && h1.nextElementSibling.children[0].tagName === 'EM'
+            && h1.nextElementSibling.textContent.trim()
+               === h1.nextElementSibling.children[0].textContent.trim(),
+        text: h1.nextElementSibling.textContent.trim()} : null,
+    sections: main ? Array.from(main.querySelectorAll('h2')).map(h => {
+      const body = [];
+      for (let e = h.nextElementSibling; e && e.tagName !== 'H2'; e = e.nextElementSibling) {
+        body.push(e);
+      }
+      const lists = body.filter(e => e.tagName === 'UL' || e.tagName === 'OL');
+      const items = lists.length ? Array.from(lists[0].querySelectorAll(':scope > li')) : [];
+      return {
+        heading: h.textContent.trim(),
+        bullets: items.length,
+        bold_labels: items.map(li => {
+          const s = li.querySelector('strong');
+          return s ? s.textContent.trim() : null;
+        }),
+        questions: body.filter(e => e.tagName === 'OL').reduce(
+            (n, ol) => n + ol.querySelectorAll(':scope > li').length, 0),
+        details: body.filter(e => e.tagName === 'DETAILS').length
+            + body.reduce((n, e) => n + e.querySelectorAll('details').length, 0),
+        details_open: body.filter(e => e.tagName === 'DETAILS' && e.open).length
+            + body.reduce((n, e) => n + e.querySelectorAll('details[open]').length, 0),
+      };
+    }) : [],
   });
 })()
 """
@@ -493,7 +535,89 @@ def visible_problems(browser, page, needle, what):
     return problems
 
 
-def check_page(browser, book_dir, src, chapter, pages, screenshots):
+# Issue 43's page structure (BOOK-CONVENTIONS), English texts; a translated edition compares the
+# headings with their translations and counts the labels.
+BEFORE, KEY_IDEAS, CHECK = "Before you start", "Key ideas", "Check your understanding"
+LABELS = ["Builds on:", "Rust you will meet:", "Afterwards you can:"]
+READING_TIME = re.compile(r"^Reading time: about \d+ minutes?\.$")
+NO_STRUCTURE = {"glossary.md"}
+
+
+def structure_problems(page, report, words):
+    """The structure a learner sees (--structure); WORDS maps the English headings to this
+    edition's."""
+    problems = []
+    first = report["after_title"]
+    if not first or first["tag"] != "P" or not first["only_em"] or not re.search(r"\d", first["text"]):
+        problems.append(f"{page}: no reading-time line (an emphasised paragraph with a number) "
+                        f"right under the title (found {first})")
+    elif words[BEFORE] == BEFORE and not READING_TIME.match(first["text"]):
+        problems.append(f"{page}: the line under the title is {first['text']!r}, not "
+                        "'Reading time: about N minutes.'")
+    sections = report["sections"]
+    heads = [s["heading"] for s in sections]
+    if not heads or heads[0] != words[BEFORE]:
+        problems.append(f"{page}: the first section is not {words[BEFORE]!r} (sections: {heads})")
+    else:
+        labels = [label for label in sections[0]["bold_labels"] if label]
+        if len(labels) < 3 or (words[BEFORE] == BEFORE and labels[:3] != LABELS):
+            problems.append(f"{page}: {words[BEFORE]!r} does not list the three bold labels "
+                            f"{LABELS} (found {labels})")
+    by_name = {s["heading"]: s for s in sections}
+    key = by_name.get(words[KEY_IDEAS])
+    if not key:
+        problems.append(f"{page}: no {words[KEY_IDEAS]!r} section")
+    elif not 4 <= key["bullets"] <= 6:
+        problems.append(f"{page}: {words[KEY_IDEAS]!r} has {key['bullets']} bullet(s), not 4 to 6")
+    check = by_name.get(words[CHECK])
+    if not check:
+        problems.append(f"{page}: no {words[CHECK]!r} section")
+    else:
+        if not 3 <= check["questions"] <= 5:
+            problems.append(f"{page}: {words[CHECK]!r} has {check['questions']} question(s), "
+                            "not 3 to 5")
+        if check["details"] < check["questions"]:
+            problems.append(f"{page}: {words[CHECK]!r} has {check['details']} collapsed answer(s) "
+                            f"for {check['questions']} question(s)")
+        if check["details_open"]:
+            problems.append(f"{page}: {check['details_open']} answer(s) start open")
+    return problems
+
+
+ID_ATTRIBUTE = re.compile(r"""\bid=["']([^"']+)["']""")
+_ids = {}
+
+
+def ids_of(path):
+    """The ids of the elements of a built page (cached)."""
+    if path not in _ids:
+        with open(path, encoding="utf-8") as f:
+            _ids[path] = {html.unescape(i) for i in ID_ATTRIBUTE.findall(f.read())}
+    return _ids[path]
+
+
+def anchor_problems(page, path, book_dir, links):
+    """Every #fragment link into the built book reaches an element with that id."""
+    problems, checked = [], 0
+    root = os.path.abspath(book_dir)
+    for link in links:
+        href = link["href"]
+        if "#" not in href:
+            continue
+        fragment = urllib.parse.unquote(href.split("#", 1)[1])
+        target = os.path.abspath(path) if href.startswith("#") else local_path(link["url"])
+        if not fragment or target is None or not target.endswith(".html"):
+            continue
+        if not target.startswith(root + os.sep) or not os.path.isfile(target):
+            continue  # outside the book, or a broken link (reported with the links)
+        checked += 1
+        if fragment not in ids_of(target):
+            problems.append(f"{page}: link {href!r} names no element of "
+                            f"{os.path.relpath(target, root)} (no id {fragment!r})")
+    return problems, checked
+
+
+def check_page(browser, book_dir, src, chapter, pages, screenshots, structure=None):
     name, title, figures, formulas = chapter
     page = name[:-3] + ".html"
     path = os.path.join(book_dir, page)
@@ -580,6 +704,12 @@ def check_page(browser, book_dir, src, chapter, pages, screenshots):
         elif os.path.isdir(target) and not os.path.isfile(os.path.join(target, "README.md")):
             problems.append(f"{page}: link {link['href']!r} is a folder without README.md ({target})")
 
+    found, anchors = anchor_problems(page, path, book_dir, report["links"])
+    problems += found
+    checks_structure = structure is not None and name not in NO_STRUCTURE
+    if checks_structure:
+        problems += structure_problems(page, report, structure)
+
     extra = ""
     if page == CHAPTER1_PAGE:
         with open(os.path.join(src, CHAPTER1_ERROR)) as f:
@@ -598,7 +728,8 @@ def check_page(browser, book_dir, src, chapter, pages, screenshots):
         f"{requests} request(s), all from disk; {report['katex_displays']} formula(s) "
         f"({formulas} expected); {len(report['output_blocks'])} output block(s){extra}; "
         f"{loaded}/{len(report['images'])} image(s) loaded ({len(figures)} figure(s) expected); "
-        f"{links} local link(s) checked; screenshot {shot}"
+        f"{links} local link(s) and {anchors} anchor(s) checked"
+        f"{'; structure checked' if checks_structure else ''}; screenshot {shot}"
     )
     return problems
 
@@ -642,6 +773,8 @@ def main():
     parser.add_argument("--timeout", type=float, default=60, help="seconds per browser command")
     parser.add_argument("--po", help="a translated book: compare the titles with their "
                         "translations in this PO file (book/po/zh-CN.po)")
+    parser.add_argument("--structure", action="store_true", help="also check issue 43's page "
+                        "structure (reading time, Before you start, Key ideas, questions)")
     args = parser.parse_args()
 
     binary = shutil.which(args.chromium)
@@ -649,6 +782,10 @@ def main():
         sys.exit(f"check_render: {args.chromium} not found (Debian: apt-get install -y chromium)")
     os.makedirs(args.screenshots, exist_ok=True)
     chapter_list = chapters(args.src)
+    structure = None
+    if args.structure:
+        catalogue = read_po(args.po) if args.po else {}
+        structure = {w: catalogue.get(w, w) for w in (BEFORE, KEY_IDEAS, CHECK)}
     if args.po:
         chapter_list = translate_titles(chapter_list, args.po)
     pages = [name[:-3] + ".html" for name, *_ in chapter_list]
@@ -659,7 +796,7 @@ def main():
         for chapter in chapter_list:
             try:
                 found = check_page(
-                    browser, args.book_dir, args.src, chapter, pages, args.screenshots
+                    browser, args.book_dir, args.src, chapter, pages, args.screenshots, structure
                 )
             except (RuntimeError, TimeoutError) as e:
                 found = [f"{chapter[0][:-3]}.html: {e}"]

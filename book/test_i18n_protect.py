@@ -47,6 +47,14 @@ class Protect(unittest.TestCase):
         code = "```text\n<summary>Answer</summary>\n```"
         self.assertIn("\n<summary>Answer</summary>\n", protect(code))
 
+    def test_explicit_heading_ids_stay(self):
+        # Issue 43: a heading that other pages link to carries an explicit id, `{#id}`, so that
+        # both editions share it; mdbook-gettext keeps it (heading attributes), and so must we.
+        text = "### placement {#placement}\n\nWhere a tensor lives.\n"
+        self.assertEqual(protect(text), text)
+        self.assertEqual(restore("### 放置位置（placement） {#placement}"),
+                         "### 放置位置（placement） {#placement}")
+
 
 if __name__ == "__main__":
     unittest.main()

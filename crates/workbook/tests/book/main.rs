@@ -8,6 +8,8 @@
 //! WORKBOOK_BLESS=1 cargo test -p workbook --test book
 //! ```
 
+mod pages;
+
 use std::path::PathBuf;
 use workbook::ledger::Ledger;
 use workbook::ops::aggregate::aggregate_sum;
