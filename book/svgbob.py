@@ -40,6 +40,8 @@ import sys
 VERSION = "0.7.6"
 INSTALL = f"cargo install svgbob_cli --locked --version {VERSION}"
 FENCE = re.compile(r"^( {0,3})(```+|~~~+)\s*(.*)$")
+# The size of svgbob's cell, in pixels, at its default scale (one character of the source).
+CELL = (8, 16)
 # svgbob's settings (svgbob_cli's flags). The colours are CSS, resolved by the page.
 SETTINGS = [
     "--stroke-color", "var(--fg)",
@@ -88,14 +90,21 @@ def render(source: str, command: str, where: str) -> str:
     drawing = svg[svg.find("</defs>"):]
     if not match or not re.search(r"<(text|line|path|polygon|circle)\b", drawing):
         raise DiagramError(f"svgbob.py: {where}: the diagram is empty (an empty ```bob block?)")
+    # svgbob sizes the picture by what it draws and leaves quoted ("escaped") text out, so a
+    # label that ends a line, or the last line, would be cut off: the size is at least the
+    # source's grid, in svgbob's cells (8 x 16 px), with a cell to spare each way as svgbob does.
+    lines = source.rstrip("\n").split("\n")
+    width = max(float(match.group(1)), (max(len(line) for line in lines) + 1) * CELL[0])
+    height = max(float(match.group(2)), (len(lines) + 1) * CELL[1])
+    head = svg[: svg.index(">") + 1]
+    sized = re.sub(r'\swidth="[\d.]+"', f' width="{width:g}"', head, count=1)
+    sized = re.sub(r'\sheight="[\d.]+"', f' height="{height:g}"', sized, count=1)
     # A viewBox lets theme/diagrams.css scale the drawing down to a narrow window; role and
     # aria-label tell a screen reader it is a picture (its labels are real text inside).
-    width, height = match.group(1), match.group(2)
-    svg = svg.replace(
-        "<svg",
-        f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="diagram"',
-        1,
+    sized = sized.replace(
+        "<svg", f'<svg viewBox="0 0 {width:g} {height:g}" role="img" aria-label="diagram"', 1
     )
+    svg = sized + svg[len(head):]
     # An HTML block in markdown ends at a blank line: the figure must have none inside.
     return " ".join(line.strip() for line in svg.splitlines() if line.strip())
 

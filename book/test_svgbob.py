@@ -51,6 +51,15 @@ class Draw(unittest.TestCase):
         self.assertIn("</figure>\n\n*Figure 1.1: a box.*", out)
         self.assertTrue(out.startswith("Before.\n\n"))
 
+    def test_quoted_text_at_the_edges_is_inside_the_picture(self):
+        # svgbob sizes its picture without quoted text: the grid of the source counts too
+        label = '"a label that ends the last line, longer than the box"'
+        out = self.draw(f"```bob\n{BOX}{label}\n```\n")
+        width, height = re.search(r'<svg viewBox="0 0 ([\d.]+) ([\d.]+)"', out).groups()
+        self.assertGreaterEqual(float(width), (len(label) + 1) * 8)
+        self.assertGreaterEqual(float(height), 5 * 16)
+        self.assertIn(f'width="{float(width):g}" height="{float(height):g}"', out)
+
     def test_other_blocks_and_prose_are_left_alone(self):
         text = "```rust\nlet bob = 1;\n```\n\n~~~text\n```bob\n~~~\n\nbob is `bob`\n"
         self.assertEqual(self.draw(text), text)
