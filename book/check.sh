@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the book and checks it, as CI does (.ci/run). Needs no network.
-#   1. `mdbook build book` (HTML in book/build/), formulas rendered to HTML by mdbook-katex;
+#   0. the tests of book/svgbob.py (book/test_svgbob.py), which draws the ```bob diagrams;
+#   1. `mdbook build book` (HTML in book/build/), formulas rendered to HTML by mdbook-katex,
+#      diagrams to inline SVG by book/svgbob.py (svgbob_cli; the build fails without it);
 #      fails if mdbook logs an error or a warning (mdbook only logs a missing {{#include}} file
 #      and carries on; mdbook-katex logs a formula KaTeX cannot parse);
 #   2. links, offline (no web requests), with mdbook-linkcheck2 on the book as rendered: every
@@ -8,12 +10,13 @@
 #      to a folder needs the folder's README.md);
 #   3. rendering: book/check_render.py opens every page from disk in headless Chromium with the
 #      network off, and checks that nothing is requested from the network, that formulas are
-#      rendered (no TeX source shows), that output blocks wrap (chapter 1's named error is
+#      rendered (no TeX source shows), that every diagram is drawn (an inline SVG of non-zero
+#      size, no ```bob left), that output blocks wrap (chapter 1's named error is
 #      readable without scrolling sideways), the sidebar, search, titles, figures and links on
 #      disk; it saves one screenshot per page.
 # Usage: book/check.sh [SCREENSHOT_DIR]      (default: target/book-screenshots)
-# Needs: mdbook 0.5.3, mdbook-katex 0.10.0, mdbook-linkcheck2 0.13.0, chromium, python3
-# (standard library only).
+# Needs: mdbook 0.5.3, mdbook-katex 0.10.0, mdbook-linkcheck2 0.13.0, svgbob_cli 0.7.6 (the
+# diagrams, drawn by book/svgbob.py), chromium, python3 (standard library only).
 #
 # A translation (book/README.md, "Translations"):
 #   book/check.sh --lang zh-CN [SCREENSHOT_DIR]    (default: target/book-screenshots-zh-CN)
@@ -50,7 +53,7 @@ fi
 shots=${1:-target/book-screenshots}
 
 missing=0
-for tool in "mdbook 0.5.3" "mdbook-katex 0.10.0" "mdbook-linkcheck2 0.13.0"; do
+for tool in "mdbook 0.5.3" "mdbook-katex 0.10.0" "mdbook-linkcheck2 0.13.0" "svgbob_cli 0.7.6"; do
   read -r name version <<<"$tool"
   if ! command -v "$name" >/dev/null; then
     echo "book/check.sh: $name is not installed (cargo install $name --locked --version $version)" >&2
@@ -58,6 +61,9 @@ for tool in "mdbook 0.5.3" "mdbook-katex 0.10.0" "mdbook-linkcheck2 0.13.0"; do
   fi
 done
 [ "$missing" = 0 ] || exit 1
+
+echo "--- tests of book/svgbob.py (the diagrams' preprocessor)"
+python3 book/test_svgbob.py
 
 echo "--- mdbook build book"
 if ! log=$(mdbook build book 2>&1); then

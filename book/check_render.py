@@ -25,6 +25,10 @@ disk (file://):
   * the sidebar is on screen and links every page of SUMMARY.md, the current one marked active;
   * every <img> on the page loaded (complete, naturalWidth > 0), and every figure the chapter's
     markdown shows (`![...](figures/...)`) is among them;
+  * diagrams are drawn: every ```bob block of the chapter's markdown (a diagram, drawn at build
+    time by book/svgbob.py) is a <figure class="diagram"> holding an inline <svg> with a
+    non-zero size on the page, with lines and text in it, no wider than the text column and
+    drawn in the theme's text colour; no ```bob block is left as code or as text;
   * every relative link in the chapter's text resolves to a file or folder on disk (links to
     notebooks/ and exercises/ included; a linked folder must hold a README.md), and a link with a
     #fragment into the built book (`#x` on the same page, `page.html#x` on another) reaches an
@@ -94,12 +98,12 @@ PAGE_REPORT_JS = r"""
   const main = document.querySelector('main');
   const h1 = main && main.querySelector('h1');
 
-  // The text a reader sees outside code and outside KaTeX's own markup: TeX source there means
-  // a formula was not rendered.
+  // The text a reader sees outside code, diagrams and KaTeX's own markup: TeX source there
+  // means a formula was not rendered.
   const prose = [];
   if (main) {
     const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT, {
-      acceptNode: n => n.parentElement.closest('pre, code, .katex')
+      acceptNode: n => n.parentElement.closest('pre, code, .katex, figure.diagram')
           ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT,
     });
     while (walker.nextNode()) prose.push(walker.currentNode.nodeValue);
@@ -134,6 +138,21 @@ PAGE_REPORT_JS = r"""
         c => ({start: c.textContent.slice(0, 70),
                code: [c.scrollWidth, c.clientWidth], pre: [c.parentElement.scrollWidth,
                c.parentElement.clientWidth]})),
+    diagrams: main ? Array.from(main.querySelectorAll('figure.diagram')).map(f => {
+      const svg = f.querySelector(':scope > svg');
+      const box = svg ? svg.getBoundingClientRect() : null;
+      const text = svg ? svg.querySelector('text') : null;
+      return {svg: !!svg, width: box ? box.width : 0, height: box ? box.height : 0,
+              column: f.parentElement.getBoundingClientRect().width,
+              marks: svg ? svg.querySelectorAll('line, path, polyline, polygon, rect:not(.backdrop), circle').length : 0,
+              texts: svg ? svg.querySelectorAll('text').length : 0,
+              text_fill: text ? getComputedStyle(text).fill : null,
+              start: svg ? Array.from(svg.querySelectorAll('text')).slice(0, 6)
+                  .map(t => t.textContent).join(' ').slice(0, 40) : ''};
+    }) : [],
+    page_fg: main ? getComputedStyle(main).color : null,
+    bob_code: Array.from(document.querySelectorAll('main code.language-bob')).length,
+    bob_text: main ? main.innerText.includes('```bob') : false,
     page_width: [document.documentElement.scrollWidth, document.documentElement.clientWidth],
     sidebar: sidebarBox && {left: sidebarBox.left, right: sidebarBox.right,
                             width: sidebarBox.width, height: sidebarBox.height},
@@ -396,8 +415,12 @@ SEARCH_WORD, SEARCH_PAGE = "ledger", "02-moving-models-and-data.html"
 OFFLINE_SCHEMES = {"file", "data", "blob", "about"}
 
 
+# A ```bob block (a diagram): its opening fence, in the chapter's markdown.
+BOB_FENCE = re.compile(r"^ {0,3}(?:```+|~~~+)[ \t]*bob\b", re.MULTILINE)
+
+
 def chapters(src):
-    """(markdown file, title, figures, display formulas) for each page in SUMMARY.md."""
+    """(markdown file, title, figures, display formulas, diagrams) for each page in SUMMARY.md."""
     with open(os.path.join(src, "SUMMARY.md")) as f:
         files = re.findall(r"\]\(([^)]+\.md)\)", f.read())
     out = []
@@ -408,7 +431,8 @@ def chapters(src):
         figures = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", text)
         # Display math is written \\[ ... \\] (book.toml, [preprocessor.katex]).
         formulas = text.count("\\\\[")
-        out.append((name, title, figures, formulas))
+        diagrams = len(BOB_FENCE.findall(text))
+        out.append((name, title, figures, formulas, diagrams))
     return out
 
 
@@ -467,11 +491,11 @@ def translate_titles(chapter_list, po):
     """CHAPTER_LIST with each title replaced by its translation from the PO file PO."""
     catalogue = read_po(po)
     out = []
-    for name, title, figures, formulas in chapter_list:
+    for name, title, figures, formulas, diagrams in chapter_list:
         if title not in catalogue:
             sys.exit(f"check_render: the title {title!r} of {name} has no translation in {po} "
                      "(book/i18n.sh coverage lists what is missing)")
-        out.append((name, catalogue[title], figures, formulas))
+        out.append((name, catalogue[title], figures, formulas, diagrams))
     return out
 
 
@@ -617,8 +641,36 @@ def anchor_problems(page, path, book_dir, links):
     return problems, checked
 
 
+def diagram_problems(page, name, expected, report):
+    """What is wrong with the page's diagrams (```bob blocks drawn by book/svgbob.py)."""
+    problems = []
+    drawn = report["diagrams"]
+    if len(drawn) < expected:
+        problems.append(f"{page}: {expected} diagram(s) (```bob) in {name}, {len(drawn)} drawn "
+                        "as <figure class=\"diagram\"> on the page")
+    if report["bob_code"] or report["bob_text"]:
+        problems.append(f"{page}: a ```bob block was not drawn: it shows as code or text "
+                        "(is the svgbob preprocessor in book.toml, and did it run?)")
+    for k, d in enumerate(drawn, 1):
+        what = f"{page}: diagram {k} ({d['start']!r})"
+        if not d["svg"]:
+            problems.append(f"{what}: no inline <svg> in its figure")
+        elif d["width"] < 1 or d["height"] < 1:
+            problems.append(f"{what}: its <svg> has zero size ({d['width']} x {d['height']} px)")
+        elif d["marks"] == 0 or d["texts"] == 0:
+            problems.append(f"{what}: its <svg> is empty ({d['marks']} line(s) or shape(s), "
+                            f"{d['texts']} text(s))")
+        elif d["width"] > d["column"] + 1:
+            problems.append(f"{what}: {d['width']:.0f} px wide, wider than the text column "
+                            f"({d['column']:.0f} px)")
+        elif d["text_fill"] != report["page_fg"]:
+            problems.append(f"{what}: its text is drawn in {d['text_fill']}, not in the "
+                            f"theme's text colour {report['page_fg']} (var(--fg))")
+    return problems
+
+
 def check_page(browser, book_dir, src, chapter, pages, screenshots, structure=None):
-    name, title, figures, formulas = chapter
+    name, title, figures, formulas, diagrams = chapter
     page = name[:-3] + ".html"
     path = os.path.join(book_dir, page)
     if not os.path.isfile(path):
@@ -693,6 +745,7 @@ def check_page(browser, book_dir, src, chapter, pages, screenshots, structure=No
     for fig in figures:
         if fig not in shown:
             problems.append(f"{page}: figure {fig!r} from {name} is not on the page")
+    problems += diagram_problems(page, name, diagrams, report)
     links = 0
     for link in report["links"]:
         target = local_path(link["url"])
@@ -728,6 +781,7 @@ def check_page(browser, book_dir, src, chapter, pages, screenshots, structure=No
         f"{requests} request(s), all from disk; {report['katex_displays']} formula(s) "
         f"({formulas} expected); {len(report['output_blocks'])} output block(s){extra}; "
         f"{loaded}/{len(report['images'])} image(s) loaded ({len(figures)} figure(s) expected); "
+        f"{len(report['diagrams'])} diagram(s) ({diagrams} expected); "
         f"{links} local link(s) and {anchors} anchor(s) checked"
         f"{'; structure checked' if checks_structure else ''}; screenshot {shot}"
     )

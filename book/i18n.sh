@@ -25,10 +25,10 @@
 # these tools): mdbook's `links` preprocessor expands the includes, `i18n-protect`
 # (book/i18n_protect.py) turns each formula into a code span and marks every fenced code block to
 # be skipped, `gettext` replaces each paragraph, heading, list item and table cell by its
-# translation from po/LANG.po, `i18n-restore` turns the formulas back, and then katex and dedent
-# run as for the English book. Extraction runs the same first two steps before mdbook-xgettext,
-# so the catalogue holds prose only: no listing, output, command or formula source is a message
-# (they are the same in every edition). The translated book goes to book/build-LANG/, at the same
+# translation from po/LANG.po, `i18n-restore` turns the formulas back, and then katex, dedent and
+# svgbob (the diagrams) run as for the English book. Extraction runs the same first two steps
+# before mdbook-xgettext, so the catalogue holds prose only: no listing, output, command, diagram
+# or formula source is a message (they are the same in every edition). The translated book goes to book/build-LANG/, at the same
 # depth as book/build/, so the chapters' relative links to ../../notebooks/ and ../../exercises/
 # reach the checkout from both; theme/head.hbs links each page to the other edition's.
 set -euo pipefail
@@ -80,7 +80,7 @@ translate_env() {
   export MDBOOK_BOOK__TITLE
   MDBOOK_BOOK__TITLE=$(title_for "$lang")
   export MDBOOK_PREPROCESSOR__GETTEXT='{"after": ["i18n-protect"], "po-dir": "po"}'
-  export MDBOOK_PREPROCESSOR__I18N_RESTORE='{"command": "python3 i18n_protect.py restore", "after": ["gettext"], "before": ["katex", "dedent"]}'
+  export MDBOOK_PREPROCESSOR__I18N_RESTORE='{"command": "python3 i18n_protect.py restore", "after": ["gettext"], "before": ["katex", "dedent", "svgbob"]}'
 }
 
 # extract_pot DIR: writes DIR/messages.pot.
@@ -88,11 +88,13 @@ extract_pot() {
   need mdbook mdbook-xgettext
   local log
   # Only the xgettext renderer (MDBOOK_OUTPUT replaces book.toml's [output] tables); katex and
-  # dedent are limited to the HTML renderer so that the formulas reach the catalogue as written.
+  # dedent are limited to the HTML renderer so that the formulas reach the catalogue as written;
+  # svgbob too (a diagram is a code block, never a message), so extracting needs no svgbob_cli.
   if ! log=$(protect_env
       MDBOOK_OUTPUT='{"xgettext": {"pot-file": "messages.pot", "granularity": 0}}' \
       MDBOOK_PREPROCESSOR__KATEX__RENDERERS='["html"]' \
       MDBOOK_PREPROCESSOR__DEDENT__RENDERERS='["html"]' \
+      MDBOOK_PREPROCESSOR__SVGBOB__RENDERERS='["html"]' \
       NO_COLOR=1 mdbook build --dest-dir "$1" 2>&1); then
     echo "$log" >&2
     die "extraction failed"

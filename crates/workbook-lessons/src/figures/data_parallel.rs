@@ -18,6 +18,7 @@
 //! ```
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 use workbook::error::{Result, WorkbookError};
 use workbook::ledger::Ledger;
@@ -107,8 +108,10 @@ pub fn measure_data_parallel(
         .collect()
 }
 
-/// Draws MB per step by kind (stacked bars, left) and milliseconds per step (right) against the
-/// number of devices, into an SVG file, atomically.
+/// Draws the bytes copied per step against the number of devices, into an SVG file,
+/// atomically: the batch parts (MB, top left), the gradient reduce and the parameter broadcast
+/// (kB, bottom left, on a scale of their own: next to the batch parts they would be slivers a
+/// pixel or two high) and the time per step (right). Every bar carries its value.
 pub fn draw_data_parallel(path: &Path, title: &str, points: &[DataParallelPoint]) -> Result<()> {
     let finite = points.iter().all(|p| {
         [p.batch_bytes, p.reduce_bytes, p.broadcast_bytes, p.step_ms]
@@ -133,21 +136,23 @@ fn draw(
     points: &[DataParallelPoint],
 ) -> std::result::Result<(), Box<dyn std::error::Error>> {
     let n_max = points.iter().map(|p| p.devices).max().unwrap_or(1) as f64;
-    let root = SVGBackend::with_string(svg, (900, 380)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (900, 560)).into_drawing_area();
     root.fill(&WHITE)?;
     let root = root.titled(title, ("sans-serif", 18))?;
     let (left, right) = root.split_horizontally(470);
+    let (upper, lower) = left.split_vertically(265);
+    let label =
+        TextStyle::from(("sans-serif", 12).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
+
+    // Batch parts, in MB.
     let mb = |b: f64| b / 1e6;
-    let top = points
-        .iter()
-        .map(|p| mb(p.batch_bytes + p.reduce_bytes + p.broadcast_bytes))
-        .fold(0.1, f64::max);
-    let mut c = ChartBuilder::on(&left)
-        .caption("MB copied per step, by kind", ("sans-serif", 15))
+    let top = points.iter().map(|p| mb(p.batch_bytes)).fold(0.1, f64::max);
+    let mut c = ChartBuilder::on(&upper)
+        .caption("batch parts: MB copied per step", ("sans-serif", 15))
         .margin(10)
         .x_label_area_size(36)
         .y_label_area_size(48)
-        .build_cartesian_2d(0.4..n_max + 0.6, 0.0..top * 1.15)?;
+        .build_cartesian_2d(0.4..n_max + 0.6, 0.0..top * 1.25)?;
     c.configure_mesh()
         .disable_x_mesh()
         .x_labels(points.len())
@@ -155,25 +160,63 @@ fn draw(
         .x_desc("devices (sim:1 .. sim:N)")
         .y_desc("MB")
         .draw()?;
-    let kinds: [(&str, RGBColor, Bytes); 3] = [
-        ("batch parts", BATCH, |p| p.batch_bytes),
-        ("gradient reduce", REDUCE, |p| p.reduce_bytes),
-        ("parameter broadcast", BROADCAST, |p| p.broadcast_bytes),
+    c.draw_series(points.iter().map(|p| {
+        let x = p.devices as f64;
+        Rectangle::new(
+            [(x - 0.3, 0.0), (x + 0.3, mb(p.batch_bytes))],
+            BATCH.filled(),
+        )
+    }))?;
+    c.draw_series(points.iter().map(|p| {
+        let at = (p.devices as f64, mb(p.batch_bytes) + top * 0.02);
+        Text::new(format!("{:.2}", mb(p.batch_bytes)), at, label.clone())
+    }))?;
+
+    // Gradient reduce and parameter broadcast, side by side, in kB: a scale of their own.
+    let kb = |b: f64| b / 1e3;
+    let kinds: [(&str, RGBColor, Bytes, f64); 2] = [
+        ("gradient reduce", REDUCE, |p| p.reduce_bytes, -0.17),
+        (
+            "parameter broadcast",
+            BROADCAST,
+            |p| p.broadcast_bytes,
+            0.17,
+        ),
     ];
-    for (i, (label, colour, value)) in kinds.iter().enumerate() {
-        let colour = *colour;
-        c.draw_series(points.iter().map(|p| {
-            let below: f64 = kinds[..i].iter().map(|k| mb((k.2)(p))).sum();
-            let x = p.devices as f64;
-            Rectangle::new(
-                [(x - 0.3, below), (x + 0.3, below + mb(value(p)))],
-                colour.filled(),
-            )
+    let top = points
+        .iter()
+        .map(|p| kb(p.reduce_bytes.max(p.broadcast_bytes)))
+        .fold(1.0, f64::max);
+    let mut g = ChartBuilder::on(&lower)
+        .caption(
+            "gradient reduce, parameter broadcast: kB per step",
+            ("sans-serif", 15),
+        )
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(48)
+        .build_cartesian_2d(0.4..n_max + 0.6, 0.0..top * 1.45)?;
+    g.configure_mesh()
+        .disable_x_mesh()
+        .x_labels(points.len())
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_desc("devices (sim:1 .. sim:N)")
+        .y_desc("kB")
+        .draw()?;
+    for (name, colour, value, offset) in kinds {
+        g.draw_series(points.iter().map(|p| {
+            let x = p.devices as f64 + offset;
+            Rectangle::new([(x - 0.15, 0.0), (x + 0.15, kb(value(p)))], colour.filled())
         }))?
-        .label(*label)
+        .label(name)
         .legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 12, y + 4)], colour.filled()));
+        // The value on every bar, 0 included: one device copies nothing, and the figure says so.
+        g.draw_series(points.iter().map(|p| {
+            let at = (p.devices as f64 + offset, kb(value(p)) + top * 0.03);
+            Text::new(format!("{:.0}", kb(value(p))), at, label.clone())
+        }))?;
     }
-    c.configure_series_labels()
+    g.configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
         .border_style(BLACK)
         .background_style(WHITE)
@@ -200,4 +243,56 @@ fn draw(
     t.draw_series(line.iter().map(|&p| Circle::new(p, 4, TIME.filled())))?;
     root.present()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Heights of the bars (filled rectangles) of one colour, in pixels.
+    fn bar_heights(svg: &str, colour: RGBColor) -> Vec<f64> {
+        let fill = format!("fill=\"#{:02X}{:02X}{:02X}\"", colour.0, colour.1, colour.2);
+        svg.lines()
+            .filter(|l| l.starts_with("<rect") && l.contains(&fill))
+            .filter_map(|l| {
+                let h = l.split(" height=\"").nth(1)?.split('"').next()?;
+                h.parse().ok()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn reduce_and_broadcast_bars_are_visible_next_to_much_bigger_batches() {
+        // The proportions of the book's run: 5 to 10 MB of batch parts, one model's
+        // 92,252 bytes of gradients and as many of parameters per replica after the first.
+        let points: Vec<DataParallelPoint> = (1..=4)
+            .map(|n| DataParallelPoint {
+                devices: n,
+                steps: 6,
+                batch_bytes: 4e6 + 1.5e6 * n as f64,
+                reduce_bytes: 46_126.0 * (n - 1) as f64,
+                broadcast_bytes: 92_252.0 * (n - 1) as f64,
+                step_ms: 10.0,
+            })
+            .collect();
+        let mut svg = String::new();
+        draw(&mut svg, "test", &points).unwrap();
+        for colour in [REDUCE, BROADCAST] {
+            let heights = bar_heights(&svg, colour);
+            // one bar per point (the legend's swatch is 8 px high)
+            let bars: Vec<f64> = heights.into_iter().filter(|&h| h != 8.0).collect();
+            assert_eq!(bars.len(), 4, "{svg}");
+            assert_eq!(bars[0], 0.0, "one device copies nothing");
+            // the smallest non-zero bar is plainly visible, not the pixel or two it was
+            // when the bars were stacked on the batch parts' MB scale
+            assert!(bars[1] >= 15.0, "bar heights {bars:?}");
+            assert!(bars[3] > bars[2] && bars[2] > bars[1], "{bars:?}");
+        }
+        for value in ["92", "277", "138", "0"] {
+            assert!(
+                svg.contains(&format!(">\n{value}\n</text>")),
+                "no label {value}"
+            );
+        }
+    }
 }

@@ -1254,7 +1254,6 @@ fn explicit_ids(text: &str) -> BTreeSet<String> {
 /// bullets), `## Check your understanding` (3 to 5 questions with collapsed answers), and every
 /// glossary term linked to the glossary at its first use in prose.
 #[test]
-#[ignore = "issue 43: until the split book lands"]
 fn every_page_is_one_a_learner_can_finish() {
     let mut problems = Vec::new();
     let book = read_book(&mut problems);
