@@ -46,7 +46,7 @@ if [ "${1:-}" = "--lang" ]; then
     echo "book/check.sh: note: no Chinese font installed; the screenshots will show boxes" \
       "(Debian: apt-get install fonts-wqy-microhei)" >&2
   fi
-  python3 book/check_render.py --book-dir "book/build-$lang" --po "book/po/$lang.po" \
+  python3 book/check_render.py --structure --book-dir "book/build-$lang" --po "book/po/$lang.po" \
     --screenshots "$shots"
   exit 0
 fi
@@ -93,4 +93,4 @@ MDBOOK_OUTPUT__LINKCHECK2='{"follow-web-links": false, "traverse-parent-director
 echo "links ok ($((SECONDS - start)) s)"
 
 echo "--- rendering: headless Chromium"
-python3 book/check_render.py --book-dir book/build --screenshots "$shots"
+python3 book/check_render.py --structure --book-dir book/build --screenshots "$shots"
