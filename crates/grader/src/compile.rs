@@ -80,10 +80,10 @@ pub fn compile(
     for dir in [target_deps, handout.target.join("release").join("deps")] {
         moves.push((path_str(&dir), path_str(&deps)));
     }
-    for (i, dir) in handout.native.iter().enumerate() {
+    for (i, (dir, view)) in handout.native.iter().enumerate() {
         let inside = format!("{NATIVE}/{i}");
-        jail.ro(dir, &inside);
-        moves.push((path_str(dir), path_str(&place(dir, &inside))));
+        jail.ro(view, &inside);
+        moves.push((path_str(dir), path_str(&place(view, &inside))));
     }
     moves.push((path_str(&handout.tree), path_str(&tree)));
     let args = rewrite_args(&unit.args, &moves, &path_str(&out), drop_extern);

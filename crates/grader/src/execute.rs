@@ -13,6 +13,7 @@
 
 use crate::catalog::Exercise;
 use crate::compile::TREE;
+use crate::cgroup::LimitHit;
 use crate::error::Result;
 use crate::python::{Python, PYTHON_ENV};
 use crate::sandbox::{Confinement, Finished, Jail, Limits, LOG_PATH};
@@ -55,7 +56,7 @@ pub fn run(
     binary: &Path,
     args: &[String],
     settings: &Settings,
-) -> Result<Finished> {
+) -> Result<(Finished, Option<LimitHit>)> {
     let sandboxed = confinement.is_sandboxed();
     let mut jail = Jail::new(Limits::for_tests(settings.wall));
     let name = binary
@@ -83,5 +84,5 @@ pub fn run(
     }
     jail.devices = settings.devices.clone();
     jail.cwd = crate_dir;
-    Ok(confinement.run(&jail, &program, args)?)
+    Ok(confinement.run_limited(&jail, &program, args, None)?)
 }

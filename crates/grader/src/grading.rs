@@ -36,6 +36,7 @@ use crate::progress::Progress;
 use crate::python::Python;
 use crate::report::Report;
 use crate::runner::{ExerciseOutcome, Status, TestOutcome};
+use crate::cgroup::LimitHit;
 use crate::sandbox::{Confinement, Finished};
 use crate::slot::{private_dir, Slot};
 use crate::submission::Submission;
@@ -112,8 +113,8 @@ enum Observed {
     NotBuilt(String),
     /// The program was built, which is the test.
     Built,
-    /// It ran.
-    Ran(Finished),
+    /// It ran (and ran into this limit of the sandbox's, if any).
+    Ran(Finished, Option<LimitHit>),
 }
 
 /// A prepared judged run.
@@ -238,10 +239,13 @@ impl<'a> Grading<'a> {
                             compile::first_error(&errors)
                         )))
                     }
-                    Observed::Ran(run) => {
+                    Observed::Ran(run, limit) => {
                         let log = Log::parse(&run.log.bytes);
                         if !log.done {
-                            let (_, why) = judge::verdict(&path, &finished_log(), &run);
+                            let (_, why) = match limit {
+                                Some(hit) => (Status::Crashed, hit.describe()),
+                                None => judge::verdict(&path, &finished_log(), &run),
+                            };
                             return Err(GradeError::Reference(format!(
                                 "{} {}: the reference solution fails here, so every student would: {why}",
                                 exercise.id, spec.name
@@ -297,7 +301,13 @@ impl<'a> Grading<'a> {
     /// Who gave the verdicts, for every report.
     pub fn judged_by(&self) -> String {
         if self.settings.confinement.is_sandboxed() {
-            "the judge: observations compared with the reference solution's, every build and test in a bubblewrap sandbox".into()
+            let cgroups = crate::sandbox::cgroups();
+            let user = if crate::sandbox::as_root() {
+                "a user of its own per sandbox"
+            } else {
+                "the teacher's user in every sandbox"
+            };
+            format!("the judge: observations compared with the reference solution's, every build and test in a bubblewrap sandbox ({user}; {})", cgroups.describe())
         } else {
             "the judge WITHOUT A SANDBOX (--unsafe-no-sandbox): students' code ran with the grader's permissions; trust these grades only as far as you trust every student".into()
         }
@@ -341,7 +351,7 @@ impl<'a> Grading<'a> {
                     outcome
                 }
                 Observed::Built => (Status::Passed, String::new(), 0),
-                Observed::Ran(run) => {
+                Observed::Ran(run, limit) => {
                     let reference =
                         self.expected.log(&exercise.id, &spec.name).ok_or_else(|| {
                             GradeError::Expected(format!(
@@ -349,7 +359,14 @@ impl<'a> Grading<'a> {
                                 exercise.id, spec.name
                             ))
                         })?;
-                    let (status, message) = judge::verdict(&path, reference, &run);
+                    let (status, message) = match (judge::verdict(&path, reference, &run), limit)
+                    {
+                        // Killed at (or stopped by) a limit of the sandbox's: said as such, never
+                        // as a wrong answer.
+                        ((Status::Passed, said), _) => (Status::Passed, said),
+                        (_, Some(hit)) => (Status::Crashed, hit.describe()),
+                        (verdict, None) => verdict,
+                    };
                     (status, message, run.wall.as_millis() as u64)
                 }
             };
@@ -490,7 +507,7 @@ impl<'a> Grading<'a> {
             let what = match &spec.program {
                 None => match &harness {
                     Compiled::Failed(errors) => Observed::NotBuilt(errors.clone()),
-                    Compiled::Built(binary) => Observed::Ran(execute::run(
+                    Compiled::Built(binary) => ran(execute::run(
                         confinement,
                         slot,
                         exercise,
@@ -511,7 +528,7 @@ impl<'a> Grading<'a> {
                     match (&programs[name], spec.build_only) {
                         (Compiled::Failed(errors), _) => Observed::NotBuilt(errors.clone()),
                         (Compiled::Built(_), true) => Observed::Built,
-                        (Compiled::Built(binary), false) => Observed::Ran(execute::run(
+                        (Compiled::Built(binary), false) => ran(execute::run(
                             confinement,
                             slot,
                             exercise,
@@ -527,6 +544,10 @@ impl<'a> Grading<'a> {
         }
         Ok(observed)
     }
+}
+
+fn ran((finished, limit): (Finished, Option<LimitHit>)) -> Observed {
+    Observed::Ran(finished, limit)
 }
 
 /// The crate root the judge writes beside an exercise's `lib.rs` when it has hidden tests.

@@ -72,10 +72,13 @@ pub struct Handout {
     pub deps: PathBuf,
     /// The target folder the invocations were recorded in (their paths point into it).
     pub target: PathBuf,
-    /// The Rust toolchain (`rustc --print sysroot`).
+    /// The Rust toolchain: its programs and libraries (`bin/`, `lib/` of `rustc --print
+    /// sysroot`) hard-linked into the judge's folder, so that a sandbox's mount table names no
+    /// folder of the teacher's and a sandbox's own user can read it.
     pub sysroot: PathBuf,
-    /// Folders of native libraries the invocations link (`-L native=`), from the target folder.
-    pub native: Vec<PathBuf>,
+    /// Folders of native libraries the invocations link (`-L native=`), from the target folder
+    /// (as the recorded runs name them), each with its hard-linked copy in the judge's folder.
+    pub native: Vec<(PathBuf, PathBuf)>,
     /// Per exercise id.
     pub units: BTreeMap<String, Units>,
     /// A digest of the staged tree, the selection and the features (what a compiler run reads,
@@ -101,9 +104,10 @@ pub fn prepare(
     let cache = work.join("units.json");
     if let Some(cached) = cached_units(&cache, &key, target) {
         let excluded = workspace_crates(catalog)?;
-        let (deps, native) = link_deps(&cached, target, &excluded)?;
+        let (deps, native) = link_deps(&cached, target, work, &excluded)?;
         let any = cached.values().next().map(|u| u.test.program.clone());
         let sysroot = cargo::sysroot(&any.unwrap_or_else(|| "rustc".into()), &tree)?;
+        let sysroot = link_sysroot(&sysroot, work)?;
         return Ok(Handout {
             tree,
             deps,
@@ -223,10 +227,11 @@ pub fn prepare(
         .next()
         .ok_or_else(|| GradeError::Handout("no exercise selected".into()))?;
     let sysroot = cargo::sysroot(&any.test.program, &tree)?;
+    let sysroot = link_sysroot(&sysroot, work)?;
     let record = serde_json::json!({ "key": key, "units": &units });
     crate::report::write_atomically(&cache, record.to_string().as_bytes())?;
     let excluded = workspace_crates(catalog)?;
-    let (deps, native) = link_deps(&units, target, &excluded)?;
+    let (deps, native) = link_deps(&units, target, work, &excluded)?;
     Ok(Handout {
         tree,
         deps,
@@ -306,8 +311,9 @@ fn workspace_crates(catalog: &Catalog) -> Result<BTreeSet<String>> {
 fn link_deps(
     units: &BTreeMap<String, Units>,
     target: &Path,
+    work: &Path,
     excluded: &BTreeSet<String>,
-) -> Result<(PathBuf, Vec<PathBuf>)> {
+) -> Result<(PathBuf, Vec<(PathBuf, PathBuf)>)> {
     let mut searched = BTreeSet::new();
     let mut native = BTreeSet::new();
     for unit in units.values() {
@@ -329,7 +335,8 @@ fn link_deps(
             }
         }
     }
-    let out = target.join("grade").join("judge-deps");
+    let _ = std::fs::remove_dir_all(target.join("grade").join("judge-deps"));
+    let out = work.join("judge-deps");
     if out.exists() {
         std::fs::remove_dir_all(&out).map_err(|e| GradeError::io(&out, e))?;
     }
@@ -345,12 +352,94 @@ fn link_deps(
                 continue;
             }
             let to = out.join(&name);
-            if std::fs::hard_link(entry.path(), &to).is_err() {
-                std::fs::copy(entry.path(), &to).map_err(|e| GradeError::io(&to, e))?;
-            }
+            link_readable(&entry.path(), &to)?;
         }
     }
-    Ok((out, native.into_iter().collect()))
+    let views = work.join("judge-native");
+    if views.exists() {
+        std::fs::remove_dir_all(&views).map_err(|e| GradeError::io(&views, e))?;
+    }
+    let mut linked = Vec::new();
+    for (i, dir) in native.into_iter().enumerate() {
+        let view = views.join(i.to_string());
+        if dir.is_dir() {
+            mirror(&dir, &view)?;
+        } else {
+            std::fs::create_dir_all(&view).map_err(|e| GradeError::io(&view, e))?;
+        }
+        linked.push((dir, view));
+    }
+    Ok((out, linked))
+}
+
+/// The toolchain's `bin/` and `lib/` hard-linked (copied where links are impossible) into
+/// `work/rust`, kept while the toolchain's `rustc` is the same file.
+fn link_sysroot(sysroot: &Path, work: &Path) -> Result<PathBuf> {
+    let view = work.join("rust");
+    let rustc = sysroot.join("bin").join("rustc");
+    let meta = std::fs::metadata(&rustc).map_err(|e| GradeError::io(&rustc, e))?;
+    let stamp = format!(
+        "{}\n{}\n{:?}\n",
+        sysroot.display(),
+        meta.len(),
+        meta.modified().ok()
+    );
+    let marker = work.join("rust.stamp");
+    if view.is_dir() && std::fs::read_to_string(&marker).ok().as_deref() == Some(stamp.as_str()) {
+        return Ok(view);
+    }
+    let _ = std::fs::remove_file(&marker);
+    if view.exists() {
+        std::fs::remove_dir_all(&view).map_err(|e| GradeError::io(&view, e))?;
+    }
+    for part in ["bin", "lib"] {
+        mirror(&sysroot.join(part), &view.join(part))?;
+    }
+    std::fs::write(&marker, stamp).map_err(|e| GradeError::io(&marker, e))?;
+    Ok(view)
+}
+
+/// `to` as a tree of hard links to `from`'s files and its symbolic links, world-readable folders
+/// (copies where links are impossible).
+fn mirror(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).map_err(|e| GradeError::io(to, e))?;
+    for entry in std::fs::read_dir(from).map_err(|e| GradeError::io(from, e))? {
+        let entry = entry.map_err(|e| GradeError::io(from, e))?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().map_err(|e| GradeError::io(&src, e))?;
+        if kind.is_dir() {
+            mirror(&src, &dst)?;
+        } else if kind.is_symlink() {
+            let target = std::fs::read_link(&src).map_err(|e| GradeError::io(&src, e))?;
+            #[cfg(unix)]
+            std::os::unix::fs::symlink(&target, &dst).map_err(|e| GradeError::io(&dst, e))?;
+        } else {
+            link_readable(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+/// `to` as a hard link to `from` when everyone may read it (a sandbox's own user, as root, is
+/// not its owner), else as a readable copy (the teacher's file keeps its permissions).
+fn link_readable(from: &Path, to: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(from)
+            .map_err(|e| GradeError::io(from, e))?
+            .permissions()
+            .mode();
+        if mode & 0o004 == 0 {
+            std::fs::copy(from, to).map_err(|e| GradeError::io(to, e))?;
+            return std::fs::set_permissions(to, std::fs::Permissions::from_mode(mode | 0o444))
+                .map_err(|e| GradeError::io(to, e));
+        }
+    }
+    if std::fs::hard_link(from, to).is_err() {
+        std::fs::copy(from, to).map_err(|e| GradeError::io(to, e))?;
+    }
+    Ok(())
 }
 
 /// `libfoo_bar-0123abcd.rlib` → `foo_bar`; `None` for anything that is not a compiled library.
@@ -401,15 +490,34 @@ fn copy_tree(from: &Path, to: &Path, rel: &Path, kept: &mut BTreeSet<PathBuf>) -
         }
         return Ok(());
     }
-    kept.insert(rel.to_path_buf());
     let modified = meta.modified().map_err(|e| GradeError::io(from, e))?;
     let bytes = if rel == Path::new("Cargo.toml") {
         Some(without_solutions(from)?)
     } else if rel.starts_with("exercises") && rel.ends_with("Cargo.toml") {
         Some(renamed_manifest(from)?)
     } else {
-        None
+        // What a sandbox sees is what students were handed: no teacher-only file, no
+        // teacher-only passage (`--make-handout`'s rules), whatever a student's code reads.
+        let text_like = matches!(
+            rel.extension().and_then(|e| e.to_str()),
+            Some("md" | "ipynb" | "sh" | "py" | "txt" | "json" | "yml" | "yaml")
+        ) || rel.extension().is_none();
+        if text_like && meta.len() < 4 << 20 {
+            let raw = std::fs::read(from).map_err(|e| GradeError::io(from, e))?;
+            if crate::handout_export::teacher_only(&raw) {
+                return Ok(());
+            }
+            match std::str::from_utf8(&raw) {
+                Ok(text) if text.contains(crate::handout_export::OPEN) => {
+                    Some(crate::handout_export::strip_teacher_only(text).into_bytes())
+                }
+                _ => None,
+            }
+        } else {
+            None
+        }
     };
+    kept.insert(rel.to_path_buf());
     if let Ok(have) = std::fs::metadata(to) {
         let same_len = bytes.as_ref().map_or(meta.len(), |b| b.len() as u64) == have.len();
         if same_len && have.modified().ok() == Some(modified) {
@@ -428,6 +536,14 @@ fn copy_tree(from: &Path, to: &Path, rel: &Path, kept: &mut BTreeSet<PathBuf>) -
         .map_err(|e| GradeError::io(to, e))?;
     file.set_modified(modified)
         .map_err(|e| GradeError::io(to, e))?;
+    // Readable by a sandbox's own user (as root), whatever the teacher's umask.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() | 0o444;
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(|e| GradeError::io(to, e))?;
+    }
     Ok(())
 }
 
