@@ -67,7 +67,7 @@ impl LimitHit {
 pub fn human_bytes(bytes: u64) -> String {
     const GIB: u64 = 1 << 30;
     const MIB: u64 = 1 << 20;
-    if bytes >= GIB && bytes % GIB == 0 {
+    if bytes >= GIB && bytes.is_multiple_of(GIB) {
         format!("{} GiB", bytes / GIB)
     } else {
         format!("{} MiB", bytes / MIB)
@@ -143,7 +143,11 @@ impl Cgroups {
                 set(&dir, "pids.max", processes)?;
                 let _ = set(&dir, "cpu.weight", 100);
             }
-            Cgroups::V1 { memory: m, pids, cpu } => {
+            Cgroups::V1 {
+                memory: m,
+                pids,
+                cpu,
+            } => {
                 let dir = m.join(&name);
                 std::fs::create_dir(&dir)?;
                 group.dirs.push(dir.clone());
@@ -385,10 +389,7 @@ mod tests {
             mount_point(MOUNTS, true, ""),
             Some(PathBuf::from("/sys/fs/cgroup/unified"))
         );
-        assert_eq!(
-            own_path(MINE, "memory").as_deref(),
-            Some("process_api/abc")
-        );
+        assert_eq!(own_path(MINE, "memory").as_deref(), Some("process_api/abc"));
         assert_eq!(own_path(MINE, "").as_deref(), Some(""));
         assert_eq!(own_path(MINE, "pids"), None);
     }
@@ -398,7 +399,9 @@ mod tests {
         assert!(LimitHit::Memory(2 << 30)
             .describe()
             .contains("more than 2 GiB"));
-        assert!(LimitHit::Processes(256).describe().contains("more than 256"));
+        assert!(LimitHit::Processes(256)
+            .describe()
+            .contains("more than 256"));
         assert_eq!(human_bytes(512 << 20), "512 MiB");
     }
 }

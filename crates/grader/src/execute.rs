@@ -12,8 +12,8 @@
 //! ```
 
 use crate::catalog::Exercise;
-use crate::compile::TREE;
 use crate::cgroup::LimitHit;
+use crate::compile::TREE;
 use crate::error::Result;
 use crate::python::{Python, PYTHON_ENV};
 use crate::sandbox::{Confinement, Finished, Jail, Limits, LOG_PATH};

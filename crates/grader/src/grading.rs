@@ -26,6 +26,7 @@
 //! ```
 
 use crate::catalog::{Catalog, Exercise, Variant};
+use crate::cgroup::LimitHit;
 use crate::compile::{self, Compiled};
 use crate::error::{GradeError, Result};
 use crate::execute;
@@ -36,8 +37,13 @@ use crate::progress::Progress;
 use crate::python::Python;
 use crate::report::Report;
 use crate::runner::{ExerciseOutcome, Status, TestOutcome};
-use crate::cgroup::LimitHit;
-use crate::sandbox::{Confinement, Finished};
+use crate::sandbox::{Confinement, Ended, Finished};
+
+/// The signal a process gets when it writes past `RLIMIT_FSIZE`.
+#[cfg(unix)]
+const SIGXFSZ: i32 = libc::SIGXFSZ;
+#[cfg(not(unix))]
+const SIGXFSZ: i32 = 25;
 use crate::slot::{private_dir, Slot};
 use crate::submission::Submission;
 use scenario::protocol::Log;
@@ -365,6 +371,15 @@ impl<'a> Grading<'a> {
                         // as a wrong answer.
                         ((Status::Passed, said), _) => (Status::Passed, said),
                         (_, Some(hit)) => (Status::Crashed, hit.describe()),
+                        (_, None) if run.ended == Ended::Signalled(SIGXFSZ) => (
+                            Status::Crashed,
+                            format!(
+                                "wrote a file larger than {} (the sandbox's file size limit) and was killed",
+                                crate::cgroup::human_bytes(
+                                    crate::sandbox::Limits::for_tests(Duration::ZERO).file_size
+                                )
+                            ),
+                        ),
                         (verdict, None) => verdict,
                     };
                     (status, message, run.wall.as_millis() as u64)
