@@ -83,11 +83,18 @@ pub struct BoxGroup {
     processes: u64,
 }
 
+/// Set to `none`, the grader uses no control group.
+pub const NO_CGROUPS_ENV: &str = "WORKBOOK_CGROUPS";
+
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 impl Cgroups {
     /// What this machine offers.
     pub fn detect() -> Self {
+        // To see what a machine without control groups gets (tests, or a teacher comparing).
+        if std::env::var_os(NO_CGROUPS_ENV).is_some_and(|v| v == "none") {
+            return Cgroups::None(format!("{NO_CGROUPS_ENV}=none"));
+        }
         let mine = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let mut why = Vec::new();

@@ -380,6 +380,9 @@ impl<'a> Grading<'a> {
                                 )
                             ),
                         ),
+                        // A hidden test's feedback carries nothing the student's code printed
+                        // during it (a panic message could quote the test's own values).
+                        ((status, _), None) if spec.hidden => (status, hidden_feedback(status)),
                         (verdict, None) => verdict,
                     };
                     (status, message, run.wall.as_millis() as u64)
@@ -559,6 +562,19 @@ impl<'a> Grading<'a> {
         }
         Ok(observed)
     }
+}
+
+/// What a student is told of a hidden test that did not pass: its status, never its output.
+fn hidden_feedback(status: Status) -> String {
+    let what = match status {
+        Status::Failed => "its observations differ from the reference solution's",
+        Status::TimedOut => "it ran past its time limit",
+        Status::Crashed => "the test process died before it finished",
+        Status::Exited => "the test process ended before it finished",
+        Status::Missing => "it is not in the test binary",
+        _ => "it did not pass",
+    };
+    format!("a hidden test: {what} (what your code printed during a hidden test is not shown)")
 }
 
 fn ran((finished, limit): (Finished, Option<LimitHit>)) -> Observed {

@@ -614,6 +614,19 @@ fn the_sandbox_sees_the_handout_and_limits_each_student() {
         &teacher.join("exercises/01-basics/1-demo/README.md"),
         "# Demo\n\nAdd.\n\n<!-- teacher-only -->\nTEACHER-PASSAGE: the answer is a + b\n<!-- /teacher-only -->\n",
     );
+    // A hidden test, which calls `add` too.
+    let ex = teacher.join("exercises/01-basics/1-demo");
+    write(
+        &ex.join("tests/hidden.rs"),
+        "use super::demo::*;\n\n#[test]\nfn adds_negatives() {\n    let s = scenario::start();\n    let a = -(s.pick(\"a\", 1..1000) as i32);\n    let sum = add(a, -4);\n    s.observe(\"sum\", &sum);\n    assert_eq!(sum, a - 4);\n}\n",
+    );
+    let toml = std::fs::read_to_string(ex.join("exercise.toml")).unwrap();
+    write(
+        &ex.join("exercise.toml"),
+        &format!("{toml}\n[[test]]\nname = \"adds_negatives\"\npoints = 3\nhidden = true\n"),
+    );
+    let out = grade(teacher, &target(), &["--update-checksums"]);
+    assert!(out.status.success(), "{}", text(&out));
     let outside = tempfile::tempdir().unwrap();
     let class = outside.path().join("class");
     let reports = outside.path().join("reports");
@@ -687,8 +700,20 @@ fn the_sandbox_sees_the_handout_and_limits_each_student() {
             .to_string()
     };
     // The honest classmates beside the fork bomb and the memory hog keep full marks.
-    assert_eq!(points("alice"), 4, "{summary}");
-    assert_eq!(points("bob"), 4, "{summary}");
+    assert_eq!(points("alice"), 7, "{summary}");
+    assert_eq!(points("bob"), 7, "{summary}");
+    // A hidden test's feedback shows nothing the student's code printed during it.
+    let hidden = test_named(
+        &report(reports.join("students/m-environ.json")),
+        "adds_negatives",
+    )["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        hidden.contains("hidden test") && !hidden.contains("LEAK"),
+        "{hidden}"
+    );
     // The handout's README is there, without its teacher-only passage; the teacher-only script is
     // not there at all (so the submission does not compile).
     assert!(
@@ -772,4 +797,58 @@ fn the_sandbox_sees_the_handout_and_limits_each_student() {
     ] {
         assert!(!everything.contains(secret), "{secret} leaked");
     }
+}
+
+#[test]
+fn without_cgroups_the_grader_says_so_and_a_fork_bomb_still_stops() {
+    if !sandbox_or_skip("without_cgroups_the_grader_says_so_and_a_fork_bomb_still_stops") {
+        return;
+    }
+    let _one = serial();
+    let repo = fake_repo(&target());
+    let teacher = repo.path();
+    let outside = tempfile::tempdir().unwrap();
+    let class = outside.path().join("class");
+    let reports = outside.path().join("reports");
+    let marker = format!("nocg-bomb-{}", std::process::id());
+    student(&class, "alice", teacher, Some(SOLUTION));
+    student(&class, "m-fork-bomb", teacher, Some(&fork_bomb(&marker)));
+    let out: Output = grader(teacher, &target())
+        .arg("--class")
+        .arg(&class)
+        .arg("--reports")
+        .arg(&reports)
+        .args(["--jobs", "2", "--time-limit", "20"])
+        .env(grader::cgroup::NO_CGROUPS_ENV, "none")
+        .output()
+        .unwrap();
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("warning: sandboxes") && shown.contains("NO CGROUPS"),
+        "{shown}"
+    );
+    let summary = report(reports.join("summary.json"));
+    assert!(
+        summary["judged_by"].to_string().contains("NO CGROUPS"),
+        "{summary}"
+    );
+    let student = report(reports.join("students/m-fork-bomb.json"));
+    assert!(
+        student["judged_by"].to_string().contains("NO CGROUPS"),
+        "{student}"
+    );
+    assert_eq!(row(&summary, "alice")["total"], 4, "{summary}");
+    assert_eq!(row(&summary, "m-fork-bomb")["total"], 2, "{summary}");
+    if grader::sandbox::as_root() {
+        // Its own user's process limit stopped it (it cannot tell which limit: `failed`).
+        let said = test_named(&student, "adds")["message"].to_string();
+        assert!(said.contains("Resource temporarily unavailable"), "{said}");
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        processes_mentioning(&marker),
+        0,
+        "a process outlived its run"
+    );
 }
