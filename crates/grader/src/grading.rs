@@ -478,6 +478,21 @@ impl<'a> Grading<'a> {
         // the judge's, which holds the exercise's library as a module: `exercise::grade::*` and
         // `hidden::*`. Nothing of the student's or the handout's files changes.
         let hidden = exercise.spec.tests.iter().any(|t| t.hidden);
+        // A submission may not export macros (`#[macro_export]`): they would be in scope where
+        // the judge's hidden tests are compiled, and could stand in for what those tests call.
+        if hidden && !reference {
+            if let Some(file) = exports_macros(&slot.tree, exercise) {
+                let why = format!(
+                    "error: refused: {file} exports a macro (#[macro_export]); an exercise with hidden tests does not accept exported macros, keep your macros private"
+                );
+                return Ok(exercise
+                    .spec
+                    .tests
+                    .iter()
+                    .map(|spec| (spec.name.clone(), Observed::NotBuilt(why.clone())))
+                    .collect());
+            }
+        }
         let mut unit = units.test.clone();
         if hidden {
             let src = format!("exercises/{}/src", exercise.path);
@@ -562,6 +577,17 @@ impl<'a> Grading<'a> {
         }
         Ok(observed)
     }
+}
+
+/// The first of `exercise`'s edit files in `tree` that exports a macro.
+fn exports_macros(tree: &Path, exercise: &Exercise) -> Option<String> {
+    exercise.spec.edit.iter().find_map(|rel| {
+        let path = tree.join("exercises").join(&exercise.path).join(rel);
+        let text = std::fs::read(&path).ok()?;
+        String::from_utf8_lossy(&text)
+            .contains("macro_export")
+            .then(|| rel.clone())
+    })
 }
 
 /// What a student is told of a hidden test that did not pass: its status, never its output.

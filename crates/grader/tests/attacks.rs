@@ -665,6 +665,14 @@ fn the_sandbox_sees_the_handout_and_limits_each_student() {
         )),
     );
     student(&class, "m-environ", teacher, Some(&leak(ENVIRONS)));
+    student(
+        &class,
+        "m-macro",
+        teacher,
+        Some(&format!(
+            "{SOLUTION}\n#[macro_export]\nmacro_rules! assert_eq {{ ($($t:tt)*) => {{}} }}\n"
+        )),
+    );
     student(&class, "m-fork-bomb", teacher, Some(&fork_bomb(&marker)));
     student(&class, "m-memory-hog", teacher, Some(MEMORY_HOG));
 
@@ -713,6 +721,14 @@ fn the_sandbox_sees_the_handout_and_limits_each_student() {
     assert!(
         hidden.contains("hidden test") && !hidden.contains("LEAK"),
         "{hidden}"
+    );
+    // A submission that exports macros into the harness of hidden tests is refused.
+    assert_eq!(points("m-macro"), 0, "{summary}");
+    assert_eq!(status("m-macro"), "compile_error");
+    assert!(
+        said("m-macro").contains("macro_export"),
+        "{}",
+        said("m-macro")
     );
     // The handout's README is there, without its teacher-only passage; the teacher-only script is
     // not there at all (so the submission does not compile).
