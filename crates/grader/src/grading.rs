@@ -455,6 +455,78 @@ impl<'a> Grading<'a> {
         Ok(built)
     }
 
+    /// The harness of `exercise`'s hidden tests on `slot`: the exercise's library compiled
+    /// alone (an rlib), then `tests/hidden.rs` (kept in the judge's folder, out of every tree a
+    /// student's compilation sees) compiled as a crate of the judge's against it.
+    fn compile_hidden(
+        &self,
+        slot: &Slot,
+        exercise: &Exercise,
+        units: &crate::handout::Units,
+    ) -> Result<Compiled> {
+        let confinement = &self.settings.confinement;
+        let build = self.settings.build_limit;
+        let lib_crate = units
+            .test
+            .arg("--crate-name")
+            .unwrap_or_default()
+            .to_string();
+        let extra_name = compile::codegen_value(&units.test.args, "extra-filename")
+            .unwrap_or_default()
+            .to_string();
+        let rlib = format!("lib{lib_crate}{extra_name}.rlib");
+        let mut library = units.test.clone();
+        library.args.retain(|a| a != "--test");
+        library.args.extend(["--crate-type".into(), "lib".into()]);
+        let built = compile::compile_with(
+            confinement,
+            &self.handout,
+            slot,
+            &library,
+            None,
+            build,
+            &compile::Extra {
+                mounts: Vec::new(),
+                output: Some(rlib.clone()),
+            },
+        )?;
+        if let Compiled::Failed(_) = built {
+            return Ok(built);
+        }
+        let dir = self.handout.hidden.join(&exercise.path);
+        let root = dir.join(crate::handout::HIDDEN_ROOT);
+        let mut tests = units.test.clone();
+        let lib = format!("exercises/{}/src/lib.rs", exercise.path);
+        for i in 0..tests.args.len() {
+            if tests.args[i] == lib {
+                tests.args[i] = root.to_string_lossy().into_owned();
+            } else if i > 0 && tests.args[i - 1] == "--crate-name" {
+                tests.args[i] = HIDDEN_CRATE.into();
+            }
+        }
+        let out = slot.out.to_string_lossy().into_owned();
+        tests.args.extend([
+            "--extern".into(),
+            format!("{lib_crate}={out}/{rlib}"),
+            "-L".into(),
+            format!("dependency={out}"),
+        ]);
+        let extra = compile::Extra {
+            mounts: vec![(dir, HIDDEN_INSIDE.into())],
+            output: Some(format!("{HIDDEN_CRATE}{extra_name}")),
+        };
+        // Never cached, not even a reference's: the library it links was just built here.
+        compile::compile_with(
+            confinement,
+            &self.handout,
+            slot,
+            &tests,
+            None,
+            build,
+            &extra,
+        )
+    }
+
     /// Stages 3 and 4 for one exercise on a filled slot: each test's path in the harness and what
     /// it came to, in order.
     fn observe(
@@ -493,28 +565,23 @@ impl<'a> Grading<'a> {
                     .collect());
             }
         }
-        let mut unit = units.test.clone();
-        if hidden {
-            let src = format!("exercises/{}/src", exercise.path);
-            let root = slot.tree.join(&src).join(JUDGE_ROOT);
-            std::fs::write(
-                &root,
-                "#[path = \"lib.rs\"]\nmod exercise;\npub use exercise::*;\n#[cfg(test)]\n#[path = \"../tests/hidden.rs\"]\nmod hidden;\n",
+        let path_of = |spec: &crate::catalog::TestSpec| {
+            format!(
+                "{}::{}",
+                if spec.hidden { "hidden" } else { "grade" },
+                spec.name
             )
-            .map_err(|e| GradeError::io(&root, e))?;
-            let lib = format!("{src}/lib.rs");
-            for arg in &mut unit.args {
-                if *arg == lib {
-                    *arg = format!("{src}/{JUDGE_ROOT}");
-                }
-            }
-        }
-        let path_of = |spec: &crate::catalog::TestSpec| match (spec.hidden, hidden) {
-            (true, _) => format!("hidden::{}", spec.name),
-            (false, true) => format!("exercise::grade::{}", spec.name),
-            (false, false) => format!("grade::{}", spec.name),
         };
-        let harness = self.compile(slot, &unit, None, reference)?;
+        // Hidden tests never share a compilation with the student's code: the library alone is
+        // compiled first (the student's code, no test of the teacher's), then the hidden tests
+        // against it, as another crate, from a folder of the judge's that the student's
+        // compilation never sees.
+        let hidden_harness = if hidden {
+            Some(self.compile_hidden(slot, exercise, units)?)
+        } else {
+            None
+        };
+        let harness = self.compile(slot, &units.test, None, reference)?;
         let run_settings = execute::Settings {
             challenge,
             wall: self
@@ -538,7 +605,11 @@ impl<'a> Grading<'a> {
         let mut observed = Vec::new();
         for spec in &exercise.spec.tests {
             let what = match &spec.program {
-                None => match &harness {
+                None => match if spec.hidden {
+                    hidden_harness.as_ref().unwrap_or(&harness)
+                } else {
+                    &harness
+                } {
                     Compiled::Failed(errors) => Observed::NotBuilt(errors.clone()),
                     Compiled::Built(binary) => ran(execute::run(
                         confinement,
@@ -607,8 +678,10 @@ fn ran((finished, limit): (Finished, Option<LimitHit>)) -> Observed {
     Observed::Ran(finished, limit)
 }
 
-/// The crate root the judge writes beside an exercise's `lib.rs` when it has hidden tests.
-const JUDGE_ROOT: &str = "__judge_root.rs";
+/// The crate name of a hidden tests' harness.
+const HIDDEN_CRATE: &str = "judge_hidden";
+/// Where its folder is mounted in the sandbox.
+const HIDDEN_INSIDE: &str = "/judge/hidden";
 
 /// A reference log with nothing but the end: what a reference's own run is judged against to
 /// explain why it did not finish.

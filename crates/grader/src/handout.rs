@@ -3,7 +3,9 @@
 //! The teacher's repository is trusted; its `solutions/` are not for students' eyes. So the
 //! judge stages a copy of the tree students were given: the workspace's manifests, `.cargo/`,
 //! `crates/`, `exercises/`, `scripts/` and `configs/`, without `solutions/` (and without it in
-//! the workspace's `members`). The copy keeps the teacher's modification times, so that built
+//! the workspace's `members`), without hidden tests (kept apart in [`Handout::hidden`], compiled
+//! against a submission's library, never with it), and without what `--make-handout` keeps from
+//! students (teacher-only files and passages): the sandbox sees what students were handed. The copy keeps the teacher's modification times, so that built
 //! into the teacher's target folder the library and its dependencies are fresh: Cargo keys path
 //! packages by their path relative to the workspace root. Its exercise crates get the version
 //! `<v>-pristine`, so their artefacts never overwrite (or pass for) the teacher's own.
@@ -81,6 +83,9 @@ pub struct Handout {
     pub native: Vec<(PathBuf, PathBuf)>,
     /// Per exercise id.
     pub units: BTreeMap<String, Units>,
+    /// The hidden tests, out of the staged tree: `<exercise path>/hidden.rs` and the crate root
+    /// that compiles them against the exercise's library ([`HIDDEN_ROOT`]).
+    pub hidden: PathBuf,
     /// A digest of the staged tree, the selection and the features (what a compiler run reads,
     /// besides the submission and the toolchain).
     pub key: String,
@@ -108,6 +113,7 @@ pub fn prepare(
         let any = cached.values().next().map(|u| u.test.program.clone());
         let sysroot = cargo::sysroot(&any.unwrap_or_else(|| "rustc".into()), &tree)?;
         let sysroot = link_sysroot(&sysroot, work)?;
+        let hidden = stage_hidden(catalog, selected, &cached, work)?;
         return Ok(Handout {
             tree,
             deps,
@@ -116,6 +122,7 @@ pub fn prepare(
             native,
             units: cached,
             key,
+            hidden,
         });
     }
     // Force the exercise crates (only them) to be compiled again, so that cargo prints how.
@@ -232,6 +239,7 @@ pub fn prepare(
     crate::report::write_atomically(&cache, record.to_string().as_bytes())?;
     let excluded = workspace_crates(catalog)?;
     let (deps, native) = link_deps(&units, target, work, &excluded)?;
+    let hidden = stage_hidden(catalog, selected, &units, work)?;
     Ok(Handout {
         tree,
         deps,
@@ -240,7 +248,51 @@ pub fn prepare(
         native,
         units,
         key,
+        hidden,
     })
+}
+
+/// The crate root of a hidden tests' harness, beside their `hidden.rs`.
+pub const HIDDEN_ROOT: &str = "judge_root.rs";
+
+/// Copies the hidden tests of the `selected` exercises into `work/hidden/<exercise path>/`, each
+/// with a crate root that re-exports the exercise's library (so `use super::module::*` in
+/// `hidden.rs` finds what it found as a module of the library).
+fn stage_hidden(
+    catalog: &Catalog,
+    selected: &[&Exercise],
+    units: &BTreeMap<String, Units>,
+    work: &Path,
+) -> Result<PathBuf> {
+    let hidden = work.join("hidden");
+    if hidden.exists() {
+        std::fs::remove_dir_all(&hidden).map_err(|e| GradeError::io(&hidden, e))?;
+    }
+    for exercise in selected {
+        if !exercise.spec.tests.iter().any(|t| t.hidden) {
+            continue;
+        }
+        let from = catalog
+            .root
+            .join("exercises")
+            .join(&exercise.path)
+            .join("tests/hidden.rs");
+        let dir = hidden.join(&exercise.path);
+        std::fs::create_dir_all(&dir).map_err(|e| GradeError::io(&dir, e))?;
+        let to = dir.join("hidden.rs");
+        std::fs::copy(&from, &to).map_err(|e| GradeError::io(&from, e))?;
+        let lib_crate = units
+            .get(&exercise.id)
+            .and_then(|u| u.test.arg("--crate-name"))
+            .unwrap_or_default();
+        let root = dir.join(HIDDEN_ROOT);
+        std::fs::write(
+            &root,
+            format!("pub use {lib_crate}::*;\n#[path = \"hidden.rs\"]\nmod hidden;\n"),
+        )
+        .map_err(|e| GradeError::io(&root, e))?;
+    }
+    Ok(hidden)
 }
 
 /// A digest of the staged tree (every file's path and bytes), the selection and the features.
@@ -498,6 +550,11 @@ fn copy_tree(from: &Path, to: &Path, rel: &Path, kept: &mut BTreeSet<PathBuf>) -
     } else {
         // What a sandbox sees is what students were handed: no teacher-only file, no
         // teacher-only passage (`--make-handout`'s rules), whatever a student's code reads.
+        // Hidden tests stay out of every tree a student's compilation sees.
+        let parts: Vec<_> = rel.components().collect();
+        if parts.len() == 5 && rel.starts_with("exercises") && rel.ends_with("tests/hidden.rs") {
+            return Ok(());
+        }
         let text_like = matches!(
             rel.extension().and_then(|e| e.to_str()),
             Some("md" | "ipynb" | "sh" | "py" | "txt" | "json" | "yml" | "yaml")

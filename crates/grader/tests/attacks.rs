@@ -618,7 +618,7 @@ fn the_sandbox_sees_the_handout_and_limits_each_student() {
     let ex = teacher.join("exercises/01-basics/1-demo");
     write(
         &ex.join("tests/hidden.rs"),
-        "use super::demo::*;\n\n#[test]\nfn adds_negatives() {\n    let s = scenario::start();\n    let a = -(s.pick(\"a\", 1..1000) as i32);\n    let sum = add(a, -4);\n    s.observe(\"sum\", &sum);\n    assert_eq!(sum, a - 4);\n}\n",
+        "// HIDDEN-TEST-SOURCE\nuse super::demo::*;\n\n#[test]\nfn adds_negatives() {\n    let s = scenario::start();\n    let a = -(s.pick(\"a\", 1..1000) as i32);\n    let sum = add(a, -4);\n    s.observe(\"sum\", &sum);\n    assert_eq!(sum, a - 4);\n}\n",
     );
     let toml = std::fs::read_to_string(ex.join("exercise.toml")).unwrap();
     write(
@@ -665,6 +665,12 @@ fn the_sandbox_sees_the_handout_and_limits_each_student() {
         )),
     );
     student(&class, "m-environ", teacher, Some(&leak(ENVIRONS)));
+    student(
+        &class,
+        "m-hidden-source",
+        teacher,
+        Some(&leak(r#"include_str!("../tests/hidden.rs").to_string()"#)),
+    );
     student(
         &class,
         "m-macro",
@@ -739,6 +745,9 @@ fn the_sandbox_sees_the_handout_and_limits_each_student() {
     );
     assert_eq!(points("m-readme"), 2, "{summary}");
     assert_eq!(status("m-script"), "compile_error");
+    // Hidden tests are not in the tree the student's code is compiled in.
+    assert_eq!(status("m-hidden-source"), "compile_error");
+    assert_eq!(points("m-hidden-source"), 0, "{summary}");
     assert!(
         !said("m-listing").contains("mutants"),
         "{}",
@@ -810,6 +819,7 @@ fn the_sandbox_sees_the_handout_and_limits_each_student() {
         "s3cr3t-of-the-teacher",
         "TEACHER-PASSAGE",
         "TEACHER-SCRIPT-BODY",
+        "HIDDEN-TEST-SOURCE",
     ] {
         assert!(!everything.contains(secret), "{secret} leaked");
     }
