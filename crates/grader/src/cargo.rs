@@ -92,7 +92,12 @@ impl Invocation {
                 _ => break,
             }
         }
-        let program = rest.next()?;
+        let mut program = rest.next()?;
+        // A `RUSTC_WRAPPER` (sccache) runs the compiler it is given: the compiler is the program.
+        let is_rustc = |p: &str| Path::new(p).file_name().is_some_and(|n| n == "rustc");
+        if !is_rustc(&program) && rest.peek().is_some_and(|next| is_rustc(next)) {
+            program = rest.next()?;
+        }
         Some(Self {
             env,
             program,

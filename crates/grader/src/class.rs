@@ -240,6 +240,19 @@ pub fn grade_class(job: &ClassJob) -> anyhow::Result<i32> {
         job.jobs,
         job.reports.display()
     );
+    if grading.settings.confinement.is_sandboxed() {
+        let cgroups = crate::sandbox::cgroups();
+        eprintln!(
+            "{}sandboxes: {}{}",
+            if cgroups.available() { "" } else { "warning: " },
+            if crate::sandbox::as_root() {
+                "a user of its own each; "
+            } else {
+                "all run as you (run as root for a user per sandbox); "
+            },
+            cgroups.describe()
+        );
+    }
     let hidden = hidden_tests(grading);
     let queue = Mutex::new(entries.iter().cloned().collect::<VecDeque<_>>());
     let failures = Mutex::new(Vec::new());

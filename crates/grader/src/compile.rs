@@ -57,6 +57,38 @@ pub fn compile(
     drop_extern: Option<&str>,
     wall: Duration,
 ) -> Result<Compiled> {
+    compile_with(
+        confinement,
+        handout,
+        slot,
+        unit,
+        drop_extern,
+        wall,
+        &Extra::default(),
+    )
+}
+
+/// What a compiler run of the judge's own (a hidden tests' harness, or the exercise's library
+/// alone) adds: folders mounted read-only (host, inside), and the file it makes, when it is not
+/// the executable the unit names.
+#[derive(Clone, Debug, Default)]
+pub struct Extra {
+    /// Folders mounted read-only, (host, inside).
+    pub mounts: Vec<(PathBuf, String)>,
+    /// The file the run makes in the output folder.
+    pub output: Option<String>,
+}
+
+/// [`compile`] with [`Extra`] mounts and output.
+pub fn compile_with(
+    confinement: &Confinement,
+    handout: &Handout,
+    slot: &Slot,
+    unit: &Invocation,
+    drop_extern: Option<&str>,
+    wall: Duration,
+    extra: &Extra,
+) -> Result<Compiled> {
     let mut jail = Jail::new(Limits::for_builds(wall));
     let sandboxed = confinement.is_sandboxed();
     let place = |host: &Path, inside: &str| -> PathBuf {
@@ -80,11 +112,16 @@ pub fn compile(
     for dir in [target_deps, handout.target.join("release").join("deps")] {
         moves.push((path_str(&dir), path_str(&deps)));
     }
-    for (i, dir) in handout.native.iter().enumerate() {
+    for (i, (dir, view)) in handout.native.iter().enumerate() {
         let inside = format!("{NATIVE}/{i}");
-        jail.ro(dir, &inside);
-        moves.push((path_str(dir), path_str(&place(dir, &inside))));
+        jail.ro(view, &inside);
+        moves.push((path_str(dir), path_str(&place(view, &inside))));
     }
+    for (host, inside) in &extra.mounts {
+        jail.ro(host, inside);
+        moves.push((path_str(host), path_str(&place(host, inside))));
+    }
+    moves.push((path_str(&slot.out), path_str(&out)));
     moves.push((path_str(&handout.tree), path_str(&tree)));
     let args = rewrite_args(&unit.args, &moves, &path_str(&out), drop_extern);
     for (key, value) in &unit.env {
@@ -96,11 +133,13 @@ pub fn compile(
     let rustc = place(&handout.sysroot, RUST).join("bin").join("rustc");
     let finished = confinement.run(&jail, &rustc, &args)?;
     let errors = diagnostics(&finished.stderr.text());
-    let executable = slot.out.join(format!(
-        "{}{}",
-        unit.arg("--crate-name").unwrap_or_default(),
-        codegen_value(&unit.args, "extra-filename").unwrap_or_default()
-    ));
+    let executable = slot.out.join(extra.output.clone().unwrap_or_else(|| {
+        format!(
+            "{}{}",
+            unit.arg("--crate-name").unwrap_or_default(),
+            codegen_value(&unit.args, "extra-filename").unwrap_or_default()
+        )
+    }));
     Ok(match finished.ended {
         Ended::Exited(0) if executable.is_file() => Compiled::Built(executable),
         Ended::TimedOut => Compiled::Failed(format!(
@@ -121,7 +160,7 @@ fn path_str(p: &Path) -> String {
 }
 
 /// The value of `-C key=value` in `args`.
-fn codegen_value<'a>(args: &'a [String], key: &str) -> Option<&'a str> {
+pub fn codegen_value<'a>(args: &'a [String], key: &str) -> Option<&'a str> {
     let prefix = format!("{key}=");
     args.windows(2)
         .find(|w| w[0] == "-C" && w[1].starts_with(&prefix))

@@ -12,6 +12,7 @@
 //! ```
 
 use crate::catalog::Exercise;
+use crate::cgroup::LimitHit;
 use crate::compile::TREE;
 use crate::error::Result;
 use crate::python::{Python, PYTHON_ENV};
@@ -55,7 +56,7 @@ pub fn run(
     binary: &Path,
     args: &[String],
     settings: &Settings,
-) -> Result<Finished> {
+) -> Result<(Finished, Option<LimitHit>)> {
     let sandboxed = confinement.is_sandboxed();
     let mut jail = Jail::new(Limits::for_tests(settings.wall));
     let name = binary
@@ -83,5 +84,5 @@ pub fn run(
     }
     jail.devices = settings.devices.clone();
     jail.cwd = crate_dir;
-    Ok(confinement.run(&jail, &program, args)?)
+    Ok(confinement.run_limited(&jail, &program, args, None)?)
 }

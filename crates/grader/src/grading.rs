@@ -26,6 +26,7 @@
 //! ```
 
 use crate::catalog::{Catalog, Exercise, Variant};
+use crate::cgroup::LimitHit;
 use crate::compile::{self, Compiled};
 use crate::error::{GradeError, Result};
 use crate::execute;
@@ -36,7 +37,13 @@ use crate::progress::Progress;
 use crate::python::Python;
 use crate::report::Report;
 use crate::runner::{ExerciseOutcome, Status, TestOutcome};
-use crate::sandbox::{Confinement, Finished};
+use crate::sandbox::{Confinement, Ended, Finished};
+
+/// The signal a process gets when it writes past `RLIMIT_FSIZE`.
+#[cfg(unix)]
+const SIGXFSZ: i32 = libc::SIGXFSZ;
+#[cfg(not(unix))]
+const SIGXFSZ: i32 = 25;
 use crate::slot::{private_dir, Slot};
 use crate::submission::Submission;
 use scenario::protocol::Log;
@@ -112,8 +119,8 @@ enum Observed {
     NotBuilt(String),
     /// The program was built, which is the test.
     Built,
-    /// It ran.
-    Ran(Finished),
+    /// It ran (and ran into this limit of the sandbox's, if any).
+    Ran(Finished, Option<LimitHit>),
 }
 
 /// A prepared judged run.
@@ -238,10 +245,13 @@ impl<'a> Grading<'a> {
                             compile::first_error(&errors)
                         )))
                     }
-                    Observed::Ran(run) => {
+                    Observed::Ran(run, limit) => {
                         let log = Log::parse(&run.log.bytes);
                         if !log.done {
-                            let (_, why) = judge::verdict(&path, &finished_log(), &run);
+                            let (_, why) = match limit {
+                                Some(hit) => (Status::Crashed, hit.describe()),
+                                None => judge::verdict(&path, &finished_log(), &run),
+                            };
                             return Err(GradeError::Reference(format!(
                                 "{} {}: the reference solution fails here, so every student would: {why}",
                                 exercise.id, spec.name
@@ -297,7 +307,13 @@ impl<'a> Grading<'a> {
     /// Who gave the verdicts, for every report.
     pub fn judged_by(&self) -> String {
         if self.settings.confinement.is_sandboxed() {
-            "the judge: observations compared with the reference solution's, every build and test in a bubblewrap sandbox".into()
+            let cgroups = crate::sandbox::cgroups();
+            let user = if crate::sandbox::as_root() {
+                "a user of its own per sandbox"
+            } else {
+                "the teacher's user in every sandbox"
+            };
+            format!("the judge: observations compared with the reference solution's, every build and test in a bubblewrap sandbox ({user}; {})", cgroups.describe())
         } else {
             "the judge WITHOUT A SANDBOX (--unsafe-no-sandbox): students' code ran with the grader's permissions; trust these grades only as far as you trust every student".into()
         }
@@ -341,7 +357,7 @@ impl<'a> Grading<'a> {
                     outcome
                 }
                 Observed::Built => (Status::Passed, String::new(), 0),
-                Observed::Ran(run) => {
+                Observed::Ran(run, limit) => {
                     let reference =
                         self.expected.log(&exercise.id, &spec.name).ok_or_else(|| {
                             GradeError::Expected(format!(
@@ -349,7 +365,26 @@ impl<'a> Grading<'a> {
                                 exercise.id, spec.name
                             ))
                         })?;
-                    let (status, message) = judge::verdict(&path, reference, &run);
+                    let (status, message) = match (judge::verdict(&path, reference, &run), limit)
+                    {
+                        // Killed at (or stopped by) a limit of the sandbox's: said as such, never
+                        // as a wrong answer.
+                        ((Status::Passed, said), _) => (Status::Passed, said),
+                        (_, Some(hit)) => (Status::Crashed, hit.describe()),
+                        (_, None) if run.ended == Ended::Signalled(SIGXFSZ) => (
+                            Status::Crashed,
+                            format!(
+                                "wrote a file larger than {} (the sandbox's file size limit) and was killed",
+                                crate::cgroup::human_bytes(
+                                    crate::sandbox::Limits::for_tests(Duration::ZERO).file_size
+                                )
+                            ),
+                        ),
+                        // A hidden test's feedback carries nothing the student's code printed
+                        // during it (a panic message could quote the test's own values).
+                        ((status, _), None) if spec.hidden => (status, hidden_feedback(status)),
+                        (verdict, None) => verdict,
+                    };
                     (status, message, run.wall.as_millis() as u64)
                 }
             };
@@ -421,6 +456,78 @@ impl<'a> Grading<'a> {
         Ok(built)
     }
 
+    /// The harness of `exercise`'s hidden tests on `slot`: the exercise's library compiled
+    /// alone (an rlib), then `tests/hidden.rs` (kept in the judge's folder, out of every tree a
+    /// student's compilation sees) compiled as a crate of the judge's against it.
+    fn compile_hidden(
+        &self,
+        slot: &Slot,
+        exercise: &Exercise,
+        units: &crate::handout::Units,
+    ) -> Result<Compiled> {
+        let confinement = &self.settings.confinement;
+        let build = self.settings.build_limit;
+        let lib_crate = units
+            .test
+            .arg("--crate-name")
+            .unwrap_or_default()
+            .to_string();
+        let extra_name = compile::codegen_value(&units.test.args, "extra-filename")
+            .unwrap_or_default()
+            .to_string();
+        let rlib = format!("lib{lib_crate}{extra_name}.rlib");
+        let mut library = units.test.clone();
+        library.args.retain(|a| a != "--test");
+        library.args.extend(["--crate-type".into(), "lib".into()]);
+        let built = compile::compile_with(
+            confinement,
+            &self.handout,
+            slot,
+            &library,
+            None,
+            build,
+            &compile::Extra {
+                mounts: Vec::new(),
+                output: Some(rlib.clone()),
+            },
+        )?;
+        if let Compiled::Failed(_) = built {
+            return Ok(built);
+        }
+        let dir = self.handout.hidden.join(&exercise.path);
+        let root = dir.join(crate::handout::HIDDEN_ROOT);
+        let mut tests = units.test.clone();
+        let lib = format!("exercises/{}/src/lib.rs", exercise.path);
+        for i in 0..tests.args.len() {
+            if tests.args[i] == lib {
+                tests.args[i] = root.to_string_lossy().into_owned();
+            } else if i > 0 && tests.args[i - 1] == "--crate-name" {
+                tests.args[i] = HIDDEN_CRATE.into();
+            }
+        }
+        let out = slot.out.to_string_lossy().into_owned();
+        tests.args.extend([
+            "--extern".into(),
+            format!("{lib_crate}={out}/{rlib}"),
+            "-L".into(),
+            format!("dependency={out}"),
+        ]);
+        let extra = compile::Extra {
+            mounts: vec![(dir, HIDDEN_INSIDE.into())],
+            output: Some(format!("{HIDDEN_CRATE}{extra_name}")),
+        };
+        // Never cached, not even a reference's: the library it links was just built here.
+        compile::compile_with(
+            confinement,
+            &self.handout,
+            slot,
+            &tests,
+            None,
+            build,
+            &extra,
+        )
+    }
+
     /// Stages 3 and 4 for one exercise on a filled slot: each test's path in the harness and what
     /// it came to, in order.
     fn observe(
@@ -444,28 +551,38 @@ impl<'a> Grading<'a> {
         // the judge's, which holds the exercise's library as a module: `exercise::grade::*` and
         // `hidden::*`. Nothing of the student's or the handout's files changes.
         let hidden = exercise.spec.tests.iter().any(|t| t.hidden);
-        let mut unit = units.test.clone();
-        if hidden {
-            let src = format!("exercises/{}/src", exercise.path);
-            let root = slot.tree.join(&src).join(JUDGE_ROOT);
-            std::fs::write(
-                &root,
-                "#[path = \"lib.rs\"]\nmod exercise;\npub use exercise::*;\n#[cfg(test)]\n#[path = \"../tests/hidden.rs\"]\nmod hidden;\n",
-            )
-            .map_err(|e| GradeError::io(&root, e))?;
-            let lib = format!("{src}/lib.rs");
-            for arg in &mut unit.args {
-                if *arg == lib {
-                    *arg = format!("{src}/{JUDGE_ROOT}");
-                }
+        // A submission may not export macros (`#[macro_export]`): they would be in scope where
+        // the judge's hidden tests are compiled, and could stand in for what those tests call.
+        if hidden && !reference {
+            if let Some(file) = exports_macros(&slot.tree, exercise) {
+                let why = format!(
+                    "error: refused: {file} exports a macro (#[macro_export]); an exercise with hidden tests does not accept exported macros, keep your macros private"
+                );
+                return Ok(exercise
+                    .spec
+                    .tests
+                    .iter()
+                    .map(|spec| (spec.name.clone(), Observed::NotBuilt(why.clone())))
+                    .collect());
             }
         }
-        let path_of = |spec: &crate::catalog::TestSpec| match (spec.hidden, hidden) {
-            (true, _) => format!("hidden::{}", spec.name),
-            (false, true) => format!("exercise::grade::{}", spec.name),
-            (false, false) => format!("grade::{}", spec.name),
+        let path_of = |spec: &crate::catalog::TestSpec| {
+            format!(
+                "{}::{}",
+                if spec.hidden { "hidden" } else { "grade" },
+                spec.name
+            )
         };
-        let harness = self.compile(slot, &unit, None, reference)?;
+        // Hidden tests never share a compilation with the student's code: the library alone is
+        // compiled first (the student's code, no test of the teacher's), then the hidden tests
+        // against it, as another crate, from a folder of the judge's that the student's
+        // compilation never sees.
+        let hidden_harness = if hidden {
+            Some(self.compile_hidden(slot, exercise, units)?)
+        } else {
+            None
+        };
+        let harness = self.compile(slot, &units.test, None, reference)?;
         let run_settings = execute::Settings {
             challenge,
             wall: self
@@ -489,9 +606,13 @@ impl<'a> Grading<'a> {
         let mut observed = Vec::new();
         for spec in &exercise.spec.tests {
             let what = match &spec.program {
-                None => match &harness {
+                None => match if spec.hidden {
+                    hidden_harness.as_ref().unwrap_or(&harness)
+                } else {
+                    &harness
+                } {
                     Compiled::Failed(errors) => Observed::NotBuilt(errors.clone()),
-                    Compiled::Built(binary) => Observed::Ran(execute::run(
+                    Compiled::Built(binary) => ran(execute::run(
                         confinement,
                         slot,
                         exercise,
@@ -512,7 +633,7 @@ impl<'a> Grading<'a> {
                     match (&programs[name], spec.build_only) {
                         (Compiled::Failed(errors), _) => Observed::NotBuilt(errors.clone()),
                         (Compiled::Built(_), true) => Observed::Built,
-                        (Compiled::Built(binary), false) => Observed::Ran(execute::run(
+                        (Compiled::Built(binary), false) => ran(execute::run(
                             confinement,
                             slot,
                             exercise,
@@ -530,8 +651,38 @@ impl<'a> Grading<'a> {
     }
 }
 
-/// The crate root the judge writes beside an exercise's `lib.rs` when it has hidden tests.
-const JUDGE_ROOT: &str = "__judge_root.rs";
+/// The first of `exercise`'s edit files in `tree` that exports a macro.
+fn exports_macros(tree: &Path, exercise: &Exercise) -> Option<String> {
+    exercise.spec.edit.iter().find_map(|rel| {
+        let path = tree.join("exercises").join(&exercise.path).join(rel);
+        let text = std::fs::read(&path).ok()?;
+        String::from_utf8_lossy(&text)
+            .contains("macro_export")
+            .then(|| rel.clone())
+    })
+}
+
+/// What a student is told of a hidden test that did not pass: its status, never its output.
+fn hidden_feedback(status: Status) -> String {
+    let what = match status {
+        Status::Failed => "its observations differ from the reference solution's",
+        Status::TimedOut => "it ran past its time limit",
+        Status::Crashed => "the test process died before it finished",
+        Status::Exited => "the test process ended before it finished",
+        Status::Missing => "it is not in the test binary",
+        _ => "it did not pass",
+    };
+    format!("a hidden test: {what} (what your code printed during a hidden test is not shown)")
+}
+
+fn ran((finished, limit): (Finished, Option<LimitHit>)) -> Observed {
+    Observed::Ran(finished, limit)
+}
+
+/// The crate name of a hidden tests' harness.
+const HIDDEN_CRATE: &str = "judge_hidden";
+/// Where its folder is mounted in the sandbox.
+const HIDDEN_INSIDE: &str = "/judge/hidden";
 
 /// A reference log with nothing but the end: what a reference's own run is judged against to
 /// explain why it did not finish.

@@ -3,7 +3,9 @@
 //! The teacher's repository is trusted; its `solutions/` are not for students' eyes. So the
 //! judge stages a copy of the tree students were given: the workspace's manifests, `.cargo/`,
 //! `crates/`, `exercises/`, `scripts/` and `configs/`, without `solutions/` (and without it in
-//! the workspace's `members`). The copy keeps the teacher's modification times, so that built
+//! the workspace's `members`), without hidden tests (kept apart in [`Handout::hidden`], compiled
+//! against a submission's library, never with it), and without what `--make-handout` keeps from
+//! students (teacher-only files and passages): the sandbox sees what students were handed. The copy keeps the teacher's modification times, so that built
 //! into the teacher's target folder the library and its dependencies are fresh: Cargo keys path
 //! packages by their path relative to the workspace root. Its exercise crates get the version
 //! `<v>-pristine`, so their artefacts never overwrite (or pass for) the teacher's own.
@@ -72,12 +74,18 @@ pub struct Handout {
     pub deps: PathBuf,
     /// The target folder the invocations were recorded in (their paths point into it).
     pub target: PathBuf,
-    /// The Rust toolchain (`rustc --print sysroot`).
+    /// The Rust toolchain: its programs and libraries (`bin/`, `lib/` of `rustc --print
+    /// sysroot`) hard-linked into the judge's folder, so that a sandbox's mount table names no
+    /// folder of the teacher's and a sandbox's own user can read it.
     pub sysroot: PathBuf,
-    /// Folders of native libraries the invocations link (`-L native=`), from the target folder.
-    pub native: Vec<PathBuf>,
+    /// Folders of native libraries the invocations link (`-L native=`), from the target folder
+    /// (as the recorded runs name them), each with its hard-linked copy in the judge's folder.
+    pub native: Vec<(PathBuf, PathBuf)>,
     /// Per exercise id.
     pub units: BTreeMap<String, Units>,
+    /// The hidden tests, out of the staged tree: `<exercise path>/hidden.rs` and the crate root
+    /// that compiles them against the exercise's library ([`HIDDEN_ROOT`]).
+    pub hidden: PathBuf,
     /// A digest of the staged tree, the selection and the features (what a compiler run reads,
     /// besides the submission and the toolchain).
     pub key: String,
@@ -101,9 +109,11 @@ pub fn prepare(
     let cache = work.join("units.json");
     if let Some(cached) = cached_units(&cache, &key, target) {
         let excluded = workspace_crates(catalog)?;
-        let (deps, native) = link_deps(&cached, target, &excluded)?;
+        let (deps, native) = link_deps(&cached, target, work, &excluded)?;
         let any = cached.values().next().map(|u| u.test.program.clone());
         let sysroot = cargo::sysroot(&any.unwrap_or_else(|| "rustc".into()), &tree)?;
+        let sysroot = link_sysroot(&sysroot, work)?;
+        let hidden = stage_hidden(catalog, selected, &cached, work)?;
         return Ok(Handout {
             tree,
             deps,
@@ -112,6 +122,7 @@ pub fn prepare(
             native,
             units: cached,
             key,
+            hidden,
         });
     }
     // Force the exercise crates (only them) to be compiled again, so that cargo prints how.
@@ -223,10 +234,12 @@ pub fn prepare(
         .next()
         .ok_or_else(|| GradeError::Handout("no exercise selected".into()))?;
     let sysroot = cargo::sysroot(&any.test.program, &tree)?;
+    let sysroot = link_sysroot(&sysroot, work)?;
     let record = serde_json::json!({ "key": key, "units": &units });
     crate::report::write_atomically(&cache, record.to_string().as_bytes())?;
     let excluded = workspace_crates(catalog)?;
-    let (deps, native) = link_deps(&units, target, &excluded)?;
+    let (deps, native) = link_deps(&units, target, work, &excluded)?;
+    let hidden = stage_hidden(catalog, selected, &units, work)?;
     Ok(Handout {
         tree,
         deps,
@@ -235,7 +248,51 @@ pub fn prepare(
         native,
         units,
         key,
+        hidden,
     })
+}
+
+/// The crate root of a hidden tests' harness, beside their `hidden.rs`.
+pub const HIDDEN_ROOT: &str = "judge_root.rs";
+
+/// Copies the hidden tests of the `selected` exercises into `work/hidden/<exercise path>/`, each
+/// with a crate root that re-exports the exercise's library (so `use super::module::*` in
+/// `hidden.rs` finds what it found as a module of the library).
+fn stage_hidden(
+    catalog: &Catalog,
+    selected: &[&Exercise],
+    units: &BTreeMap<String, Units>,
+    work: &Path,
+) -> Result<PathBuf> {
+    let hidden = work.join("hidden");
+    if hidden.exists() {
+        std::fs::remove_dir_all(&hidden).map_err(|e| GradeError::io(&hidden, e))?;
+    }
+    for exercise in selected {
+        if !exercise.spec.tests.iter().any(|t| t.hidden) {
+            continue;
+        }
+        let from = catalog
+            .root
+            .join("exercises")
+            .join(&exercise.path)
+            .join("tests/hidden.rs");
+        let dir = hidden.join(&exercise.path);
+        std::fs::create_dir_all(&dir).map_err(|e| GradeError::io(&dir, e))?;
+        let to = dir.join("hidden.rs");
+        std::fs::copy(&from, &to).map_err(|e| GradeError::io(&from, e))?;
+        let lib_crate = units
+            .get(&exercise.id)
+            .and_then(|u| u.test.arg("--crate-name"))
+            .unwrap_or_default();
+        let root = dir.join(HIDDEN_ROOT);
+        std::fs::write(
+            &root,
+            format!("pub use {lib_crate}::*;\n#[path = \"hidden.rs\"]\nmod hidden;\n"),
+        )
+        .map_err(|e| GradeError::io(&root, e))?;
+    }
+    Ok(hidden)
 }
 
 /// A digest of the staged tree (every file's path and bytes), the selection and the features.
@@ -306,8 +363,9 @@ fn workspace_crates(catalog: &Catalog) -> Result<BTreeSet<String>> {
 fn link_deps(
     units: &BTreeMap<String, Units>,
     target: &Path,
+    work: &Path,
     excluded: &BTreeSet<String>,
-) -> Result<(PathBuf, Vec<PathBuf>)> {
+) -> Result<(PathBuf, Vec<(PathBuf, PathBuf)>)> {
     let mut searched = BTreeSet::new();
     let mut native = BTreeSet::new();
     for unit in units.values() {
@@ -329,7 +387,8 @@ fn link_deps(
             }
         }
     }
-    let out = target.join("grade").join("judge-deps");
+    let _ = std::fs::remove_dir_all(target.join("grade").join("judge-deps"));
+    let out = work.join("judge-deps");
     if out.exists() {
         std::fs::remove_dir_all(&out).map_err(|e| GradeError::io(&out, e))?;
     }
@@ -345,12 +404,94 @@ fn link_deps(
                 continue;
             }
             let to = out.join(&name);
-            if std::fs::hard_link(entry.path(), &to).is_err() {
-                std::fs::copy(entry.path(), &to).map_err(|e| GradeError::io(&to, e))?;
-            }
+            link_readable(&entry.path(), &to)?;
         }
     }
-    Ok((out, native.into_iter().collect()))
+    let views = work.join("judge-native");
+    if views.exists() {
+        std::fs::remove_dir_all(&views).map_err(|e| GradeError::io(&views, e))?;
+    }
+    let mut linked = Vec::new();
+    for (i, dir) in native.into_iter().enumerate() {
+        let view = views.join(i.to_string());
+        if dir.is_dir() {
+            mirror(&dir, &view)?;
+        } else {
+            std::fs::create_dir_all(&view).map_err(|e| GradeError::io(&view, e))?;
+        }
+        linked.push((dir, view));
+    }
+    Ok((out, linked))
+}
+
+/// The toolchain's `bin/` and `lib/` hard-linked (copied where links are impossible) into
+/// `work/rust`, kept while the toolchain's `rustc` is the same file.
+fn link_sysroot(sysroot: &Path, work: &Path) -> Result<PathBuf> {
+    let view = work.join("rust");
+    let rustc = sysroot.join("bin").join("rustc");
+    let meta = std::fs::metadata(&rustc).map_err(|e| GradeError::io(&rustc, e))?;
+    let stamp = format!(
+        "{}\n{}\n{:?}\n",
+        sysroot.display(),
+        meta.len(),
+        meta.modified().ok()
+    );
+    let marker = work.join("rust.stamp");
+    if view.is_dir() && std::fs::read_to_string(&marker).ok().as_deref() == Some(stamp.as_str()) {
+        return Ok(view);
+    }
+    let _ = std::fs::remove_file(&marker);
+    if view.exists() {
+        std::fs::remove_dir_all(&view).map_err(|e| GradeError::io(&view, e))?;
+    }
+    for part in ["bin", "lib"] {
+        mirror(&sysroot.join(part), &view.join(part))?;
+    }
+    std::fs::write(&marker, stamp).map_err(|e| GradeError::io(&marker, e))?;
+    Ok(view)
+}
+
+/// `to` as a tree of hard links to `from`'s files and its symbolic links, world-readable folders
+/// (copies where links are impossible).
+fn mirror(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).map_err(|e| GradeError::io(to, e))?;
+    for entry in std::fs::read_dir(from).map_err(|e| GradeError::io(from, e))? {
+        let entry = entry.map_err(|e| GradeError::io(from, e))?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().map_err(|e| GradeError::io(&src, e))?;
+        if kind.is_dir() {
+            mirror(&src, &dst)?;
+        } else if kind.is_symlink() {
+            let target = std::fs::read_link(&src).map_err(|e| GradeError::io(&src, e))?;
+            #[cfg(unix)]
+            std::os::unix::fs::symlink(&target, &dst).map_err(|e| GradeError::io(&dst, e))?;
+        } else {
+            link_readable(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+/// `to` as a hard link to `from` when everyone may read it (a sandbox's own user, as root, is
+/// not its owner), else as a readable copy (the teacher's file keeps its permissions).
+fn link_readable(from: &Path, to: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(from)
+            .map_err(|e| GradeError::io(from, e))?
+            .permissions()
+            .mode();
+        if mode & 0o004 == 0 {
+            std::fs::copy(from, to).map_err(|e| GradeError::io(to, e))?;
+            return std::fs::set_permissions(to, std::fs::Permissions::from_mode(mode | 0o444))
+                .map_err(|e| GradeError::io(to, e));
+        }
+    }
+    if std::fs::hard_link(from, to).is_err() {
+        std::fs::copy(from, to).map_err(|e| GradeError::io(to, e))?;
+    }
+    Ok(())
 }
 
 /// `libfoo_bar-0123abcd.rlib` → `foo_bar`; `None` for anything that is not a compiled library.
@@ -401,15 +542,39 @@ fn copy_tree(from: &Path, to: &Path, rel: &Path, kept: &mut BTreeSet<PathBuf>) -
         }
         return Ok(());
     }
-    kept.insert(rel.to_path_buf());
     let modified = meta.modified().map_err(|e| GradeError::io(from, e))?;
     let bytes = if rel == Path::new("Cargo.toml") {
         Some(without_solutions(from)?)
     } else if rel.starts_with("exercises") && rel.ends_with("Cargo.toml") {
         Some(renamed_manifest(from)?)
     } else {
-        None
+        // What a sandbox sees is what students were handed: no teacher-only file, no
+        // teacher-only passage (`--make-handout`'s rules), whatever a student's code reads.
+        // Hidden tests stay out of every tree a student's compilation sees.
+        let parts: Vec<_> = rel.components().collect();
+        if parts.len() == 5 && rel.starts_with("exercises") && rel.ends_with("tests/hidden.rs") {
+            return Ok(());
+        }
+        let text_like = matches!(
+            rel.extension().and_then(|e| e.to_str()),
+            Some("md" | "ipynb" | "sh" | "py" | "txt" | "json" | "yml" | "yaml")
+        ) || rel.extension().is_none();
+        if text_like && meta.len() < 4 << 20 {
+            let raw = std::fs::read(from).map_err(|e| GradeError::io(from, e))?;
+            if crate::handout_export::teacher_only(&raw) {
+                return Ok(());
+            }
+            match std::str::from_utf8(&raw) {
+                Ok(text) if text.contains(crate::handout_export::OPEN) => {
+                    Some(crate::handout_export::strip_teacher_only(text).into_bytes())
+                }
+                _ => None,
+            }
+        } else {
+            None
+        }
     };
+    kept.insert(rel.to_path_buf());
     if let Ok(have) = std::fs::metadata(to) {
         let same_len = bytes.as_ref().map_or(meta.len(), |b| b.len() as u64) == have.len();
         if same_len && have.modified().ok() == Some(modified) {
@@ -428,6 +593,14 @@ fn copy_tree(from: &Path, to: &Path, rel: &Path, kept: &mut BTreeSet<PathBuf>) -
         .map_err(|e| GradeError::io(to, e))?;
     file.set_modified(modified)
         .map_err(|e| GradeError::io(to, e))?;
+    // Readable by a sandbox's own user (as root), whatever the teacher's umask.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() | 0o444;
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(|e| GradeError::io(to, e))?;
+    }
     Ok(())
 }
 

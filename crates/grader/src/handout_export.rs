@@ -110,7 +110,7 @@ fn without_hidden(toml_text: &str) -> String {
 }
 
 /// Whether a file says, in its first five lines, that it is for the teacher only.
-fn teacher_only(bytes: &[u8]) -> bool {
+pub(crate) fn teacher_only(bytes: &[u8]) -> bool {
     String::from_utf8_lossy(&bytes[..bytes.len().min(2000)])
         .lines()
         .take(5)

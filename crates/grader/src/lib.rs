@@ -26,6 +26,7 @@
 
 pub mod cargo;
 pub mod catalog;
+pub mod cgroup;
 pub mod class;
 pub mod cli;
 pub mod compile;

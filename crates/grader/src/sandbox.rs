@@ -3,8 +3,14 @@
 //!
 //! Each run gets fresh namespaces (user, PID, network, IPC, UTS, cgroup: no network, no other
 //! process to see or signal), no capabilities, a file system made only of what the stage
-//! mounts (read-only unless said otherwise), a private size-limited `/tmp`, and an environment
-//! of exactly the variables the stage passes. Resource limits (`setrlimit`, inherited by
+//! mounts (read-only unless said otherwise) on a read-only root and `/dev`, a private
+//! size-limited `/tmp` and a 64 MiB `/dev/shm`, and an environment of exactly the variables the
+//! stage passes; bubblewrap itself starts from an empty environment, so no process of the
+//! sandbox can read a variable of the teacher's through `/proc`. As root, each sandbox runs as
+//! a user of its own (never 0, never the teacher's), so `RLIMIT_NPROC` counts its processes
+//! only; where control groups can be had ([`crate::cgroup`]), each sandbox gets one, which caps
+//! its memory (its `/tmp` included, no swap), its processes and its CPU share, and names the
+//! limit a run was killed at. Resource limits (`setrlimit`, inherited by
 //! everything the program starts) cap address space, file size, open files and processes. The
 //! wall-clock limit kills the whole PID namespace (bubblewrap's init dies with its parent, and
 //! the kernel kills every process of a namespace whose init is gone), so nothing the program
@@ -24,6 +30,7 @@
 //! assert_eq!(done.stdout.text(), "hello\n");
 //! ```
 
+use crate::cgroup::{BoxGroup, Cgroups, LimitHit};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -75,13 +82,17 @@ pub struct Limits {
     pub file_size: u64,
     /// Open files per process (`RLIMIT_NOFILE`).
     pub open_files: u64,
-    /// Processes and threads the run may add to those its user already has (`RLIMIT_NPROC`
-    /// counts every one of the user's).
+    /// Processes and threads the run may have at once: its cgroup's `pids.max`, and its own
+    /// user's `RLIMIT_NPROC` when the grader runs as root (else `RLIMIT_NPROC` counts every
+    /// process of the teacher's, and this many are allowed on top of those).
     pub processes: u64,
     /// Bytes kept of stdout, of stderr and of the judge's log (the rest is counted, dropped).
     pub output: usize,
     /// Size of the private `/tmp`, bytes.
     pub tmp_size: u64,
+    /// Memory of the whole sandbox, its `/tmp` included (its cgroup's `memory.max`, swap off),
+    /// bytes.
+    pub memory: u64,
 }
 
 const MIB: u64 = 1 << 20;
@@ -98,6 +109,7 @@ impl Limits {
             processes: 512,
             output: MIB as usize,
             tmp_size: 512 * MIB,
+            memory: 2 * GIB,
         }
     }
 
@@ -111,6 +123,7 @@ impl Limits {
             processes: 512,
             output: 4 * MIB as usize,
             tmp_size: 2 * GIB,
+            memory: 4 * GIB,
         }
     }
 }
@@ -310,10 +323,34 @@ impl Confinement {
         args: &[String],
         notice: Option<(Duration, &dyn Fn())>,
     ) -> Result<Finished, SandboxError> {
+        Ok(self.run_limited(jail, program, args, notice)?.0)
+    }
+
+    /// [`Confinement::run_with_notice`], with the sandbox's limit the run ran into (its control
+    /// group's counters), if any.
+    pub fn run_limited(
+        &self,
+        jail: &Jail,
+        program: &Path,
+        args: &[String],
+        notice: Option<(Duration, &dyn Fn())>,
+    ) -> Result<(Finished, Option<LimitHit>), SandboxError> {
+        // A sandbox's own user (as root) and control group, released when the run is over.
+        let boxed = match self {
+            Confinement::Bubblewrap(_) => Some(SandboxBox::new(jail)?),
+            Confinement::Unconfined => None,
+        };
         let mut cmd = match self {
             Confinement::Bubblewrap(bwrap) => {
                 let mut cmd = Command::new(bwrap);
-                cmd.args(bwrap_args(jail)).arg("--").arg(program).args(args);
+                // bubblewrap itself starts from an empty environment: its own memory (readable
+                // through /proc by the sandbox's processes, which share its user) holds nothing
+                // of the teacher's, and the program gets exactly the jail's variables.
+                cmd.env_clear()
+                    .args(bwrap_args(jail))
+                    .arg("--")
+                    .arg(program)
+                    .args(args);
                 cmd
             }
             Confinement::Unconfined => {
@@ -327,8 +364,25 @@ impl Confinement {
             program: program.display().to_string(),
             source,
         })?;
+        #[cfg(unix)]
+        if let Some(uid) = boxed.as_ref().and_then(|b| b.uid) {
+            // The program reopens its end of the log pipe by path (/proc/self/fd/3), which the
+            // kernel allows its owner only: the box's user.
+            std::os::unix::fs::fchown(&log_writer, Some(uid), Some(BOX_GID)).map_err(|source| {
+                SandboxError::Spawn {
+                    program: program.display().to_string(),
+                    source,
+                }
+            })?;
+        }
         let new_group = matches!(self, Confinement::Unconfined);
-        confine(&mut cmd, &jail.limits, &log_writer, new_group);
+        confine(
+            &mut cmd,
+            &jail.limits,
+            &log_writer,
+            new_group,
+            boxed.as_ref(),
+        );
         let started = Instant::now();
         let mut child = cmd
             .stdin(Stdio::null())
@@ -400,6 +454,13 @@ impl Confinement {
             kill(pid, true);
         }
         let wall = started.elapsed();
+        let limit = boxed.as_ref().and_then(|b| {
+            b.group.as_ref().and_then(|g| {
+                g.kill_all();
+                g.hit()
+            })
+        });
+        drop(boxed);
         let mut streams: [Captured; 3] = Default::default();
         let deadline = Instant::now() + DRAIN_GRACE;
         for _ in 0..3 {
@@ -412,28 +473,55 @@ impl Confinement {
             }
         }
         let [stdout, stderr, log] = streams;
-        Ok(Finished {
-            ended,
-            stdout,
-            stderr,
-            log,
-            wall,
-        })
+        Ok((
+            Finished {
+                ended,
+                stdout,
+                stderr,
+                log,
+                wall,
+            },
+            limit,
+        ))
     }
 }
 
-/// Sets the limits, hands the log pipe over as [`LOG_FD`] and (unconfined) starts a new process
-/// group, in the child between fork and exec.
+/// Sets the limits, hands the log pipe over as [`LOG_FD`], (unconfined) starts a new process
+/// group and (in a box) joins the box's control groups and becomes the box's user, in the child
+/// between fork and exec.
 #[cfg(unix)]
-fn confine(cmd: &mut Command, limits: &Limits, log: &std::io::PipeWriter, new_group: bool) {
+fn confine(
+    cmd: &mut Command,
+    limits: &Limits,
+    log: &std::io::PipeWriter,
+    new_group: bool,
+    boxed: Option<&SandboxBox>,
+) {
     use std::os::unix::process::CommandExt;
-    let limits = rlimits(limits);
+    let limits = rlimits(limits, boxed.and_then(|b| b.uid).is_some());
     let log_fd = std::os::fd::AsRawFd::as_raw_fd(log);
+    let procs: Vec<i32> = boxed
+        .map(|b| {
+            b.procs
+                .iter()
+                .map(std::os::fd::AsRawFd::as_raw_fd)
+                .collect()
+        })
+        .unwrap_or_default();
+    let uid = boxed.and_then(|b| b.uid);
     // SAFETY: the closure runs in the forked child before exec and calls only
-    // async-signal-safe functions (setrlimit, dup2, fcntl, setsid) on plain integers; it
-    // allocates nothing and takes no lock.
+    // async-signal-safe functions (write, setrlimit, dup2, fcntl, setsid, setgroups, setgid,
+    // setuid) on plain integers and buffers made before the fork; it allocates nothing and takes
+    // no lock.
     unsafe {
         cmd.pre_exec(move || {
+            // Into the box's control groups first, while still allowed to (`0` is this process).
+            for &fd in &procs {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::close(fd);
+            }
             for &(resource, value) in &limits {
                 let limit = libc::rlimit {
                     rlim_cur: value,
@@ -453,6 +541,15 @@ fn confine(cmd: &mut Command, limits: &Limits, log: &std::io::PipeWriter, new_gr
             if new_group && libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            if let Some(uid) = uid {
+                // Last: the box's own unprivileged user, no supplementary group, for good.
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setgid(BOX_GID) != 0
+                    || libc::setuid(uid) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             Ok(())
         });
     }
@@ -460,7 +557,116 @@ fn confine(cmd: &mut Command, limits: &Limits, log: &std::io::PipeWriter, new_gr
 
 /// Elsewhere a student's own run has no limits but the time limit, and no log.
 #[cfg(not(unix))]
-fn confine(_: &mut Command, _: &Limits, _: &std::io::PipeWriter, _: bool) {}
+fn confine(_: &mut Command, _: &Limits, _: &std::io::PipeWriter, _: bool, _: Option<&SandboxBox>) {}
+
+/// The group every box's user is in: the judge's folders are readable by it (and by root),
+/// by no other user of the machine.
+pub const BOX_GID: u32 = 0x5742_0000;
+/// Box users are `BOX_UID_BASE + n`: far above any real account (`useradd` stops at 60000, and
+/// systemd's dynamic and container ranges below 2^31 are not reached by these).
+const BOX_UID_BASE: u32 = 0x5742_0000;
+/// Boxes of one grader at once (at most `--jobs` run at a time, plus the handout's).
+const BOX_USERS: u32 = 256;
+
+/// The users in use by this grader's running boxes.
+static BOX_USERS_BUSY: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether this grader runs as root (and so gives each sandbox its own user).
+pub fn as_root() -> bool {
+    // SAFETY: geteuid(2) cannot fail and has no side effects.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The control groups this machine gives the sandboxes (detected once).
+pub fn cgroups() -> &'static Cgroups {
+    static FOUND: std::sync::OnceLock<Cgroups> = std::sync::OnceLock::new();
+    FOUND.get_or_init(Cgroups::detect)
+}
+
+/// One sandbox's identity: its own user (as root: a fresh one among
+/// [`BOX_USERS`], so `RLIMIT_NPROC` counts this box's processes only, and no process of the
+/// box can signal or trace another's), its control group, released on drop.
+struct SandboxBox {
+    uid: Option<u32>,
+    group: Option<BoxGroup>,
+    procs: Vec<std::fs::File>,
+}
+
+impl SandboxBox {
+    fn new(jail: &Jail) -> Result<Self, SandboxError> {
+        let unavailable = |what: &str, e: std::io::Error| {
+            SandboxError::Unavailable(format!("cannot set up a sandbox's {what}: {e}"))
+        };
+        let uid = if as_root() {
+            let mut busy = BOX_USERS_BUSY.lock().unwrap_or_else(|p| p.into_inner());
+            // Distinct graders on one machine take distinct ranges.
+            let base = BOX_UID_BASE + (std::process::id() % 1024) * BOX_USERS;
+            let free = (0..BOX_USERS)
+                .map(|n| base + n)
+                .find(|u| !busy.contains(u))
+                .ok_or_else(|| {
+                    SandboxError::Unavailable("more sandboxes at once than box users".into())
+                })?;
+            busy.push(free);
+            Some(free)
+        } else {
+            None
+        };
+        let mut boxed = SandboxBox {
+            uid,
+            group: None,
+            procs: Vec::new(),
+        };
+        if let Some(uid) = uid {
+            // What the box writes: its own, from the start.
+            for m in jail.mounts.iter().filter(|m| m.writable) {
+                chown_tree(&m.host, uid).map_err(|e| unavailable("output folder", e))?;
+            }
+        }
+        let group = cgroups()
+            .create(jail.limits.memory, jail.limits.processes)
+            .map_err(|e| unavailable("control group", e))?;
+        if let Some(group) = group {
+            boxed.procs = group.procs().map_err(|e| unavailable("control group", e))?;
+            boxed.group = Some(group);
+        }
+        Ok(boxed)
+    }
+}
+
+impl Drop for SandboxBox {
+    fn drop(&mut self) {
+        // The group first (its drop kills what is left), then the user is free again.
+        self.group = None;
+        if let Some(uid) = self.uid {
+            let mut busy = BOX_USERS_BUSY.lock().unwrap_or_else(|p| p.into_inner());
+            busy.retain(|u| *u != uid);
+        }
+    }
+}
+
+/// `path` and everything under it owned by `uid` (group [`BOX_GID`]).
+fn chown_tree(path: &Path, uid: u32) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(path, Some(uid), Some(BOX_GID))?;
+    if std::fs::symlink_metadata(path)?.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            chown_tree(&entry?.path(), uid)?;
+        }
+    }
+    Ok(())
+}
+
+/// Makes a folder of the judge's (holding what sandboxes read) readable by the box users'
+/// group, as root; otherwise (one user, who runs the sandboxes too) readable by this user only.
+pub fn judge_folder_permissions(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if as_root() {
+        std::os::unix::fs::chown(dir, Some(0), Some(BOX_GID))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))
+    } else {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+    }
+}
 
 #[cfg(unix)]
 fn kill(pid: i32, group: bool) {
@@ -504,9 +710,10 @@ fn capture(mut pipe: impl Read, cap: usize) -> Captured {
     captured
 }
 
-/// The resource limits, as (resource, value) pairs for `setrlimit`.
+/// The resource limits, as (resource, value) pairs for `setrlimit`. `own_user`: the run has a
+/// user of its own, whose process count starts at 0.
 #[cfg(unix)]
-fn rlimits(limits: &Limits) -> [(i32, libc::rlim_t); 5] {
+fn rlimits(limits: &Limits, own_user: bool) -> [(i32, libc::rlim_t); 5] {
     [
         (libc::RLIMIT_AS as i32, limits.address_space),
         (libc::RLIMIT_FSIZE as i32, limits.file_size),
@@ -514,7 +721,13 @@ fn rlimits(limits: &Limits) -> [(i32, libc::rlim_t); 5] {
         (libc::RLIMIT_CORE as i32, 0),
         (
             libc::RLIMIT_NPROC as i32,
-            users_tasks().saturating_add(limits.processes),
+            if own_user {
+                // With a control group its pids.max is the limit (reached first, so that the
+                // report can name it); the user's count only backs it up.
+                limits.processes + if cgroups().available() { 64 } else { 0 }
+            } else {
+                users_tasks().saturating_add(limits.processes)
+            },
         ),
     ]
 }
@@ -622,9 +835,25 @@ fn bwrap_args(jail: &Jail) -> Vec<String> {
         let d = device.display().to_string();
         a.extend(["--dev-bind-try".into(), d.clone(), d]);
     }
+    // A small shared-memory folder (POSIX shared memory, Python's multiprocessing), then the
+    // root and /dev read-only: what the program may write is its /tmp and /dev/shm, both
+    // memory charged to its control group, and the writable mounts the stage made.
+    a.extend([
+        "--size".into(),
+        SHM_SIZE.to_string(),
+        "--tmpfs".into(),
+        "/dev/shm".into(),
+        "--remount-ro".into(),
+        "/dev".into(),
+        "--remount-ro".into(),
+        "/".into(),
+    ]);
     for (k, v) in &jail.env {
         a.extend(["--setenv".into(), k.clone(), v.clone()]);
     }
     a.extend(["--chdir".into(), jail.cwd.display().to_string()]);
     a
 }
+
+/// Size of a sandbox's `/dev/shm`, bytes.
+pub const SHM_SIZE: u64 = 64 * MIB;

@@ -71,12 +71,25 @@ fn digest(files: &BTreeMap<String, Vec<u8>>) -> String {
 
 /// Creates `dir` (and its parents) readable by this user only: a slot holds a student's code and
 /// binaries, which other users of the machine have no business reading.
+///
+/// As root, "this user" is root and the sandboxes' users (their group), so that a sandbox run as
+/// a user of its own can read what is mounted into it ([`crate::sandbox`]); no other user can.
 pub fn private_dir(dir: &Path) -> Result<()> {
+    let created: Vec<PathBuf> = dir
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+        .map(Path::to_path_buf)
+        .collect();
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir).map_err(|e| GradeError::io(dir, e))
+    builder.create(dir).map_err(|e| GradeError::io(dir, e))?;
+    #[cfg(unix)]
+    for made in created.iter().map(PathBuf::as_path).chain([dir]) {
+        crate::sandbox::judge_folder_permissions(made).map_err(|e| GradeError::io(made, e))?;
+    }
+    Ok(())
 }
 
 /// `to` as a tree of hard links to `from`'s files (copies where links are impossible).

@@ -529,3 +529,352 @@ fn without_a_sandbox_class_grading_refuses_unless_told_otherwise() {
         .unwrap()
         .contains("WITHOUT A SANDBOX"));
 }
+
+/// A panic message carrying `what`: it ends up in the student's own feedback.
+fn leak(what: &str) -> String {
+    format!(
+        r#"
+pub fn add(_a: i32, _b: i32) -> i32 {{
+    let leaked: String = {what};
+    panic!("LEAK[{{leaked}}]");
+}}
+pub fn wait(n: u32) -> u32 {{ n }}
+pub fn careful(n: u32) -> u32 {{ 7 * n }}
+"#
+    )
+}
+
+/// Every environment a process of the sandbox can read through /proc.
+const ENVIRONS: &str = r#"{
+        let mut all = String::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            for file in ["environ", "task/1/environ"] {
+                if let Ok(bytes) = std::fs::read(entry.path().join(file)) {
+                    all += &String::from_utf8_lossy(&bytes).replace('\0', " ");
+                }
+            }
+        }
+        all += &String::from_utf8_lossy(&std::fs::read("/proc/self/environ").unwrap_or_default());
+        let parent = std::os::unix::process::parent_id();
+        all += &String::from_utf8_lossy(&std::fs::read(format!("/proc/{parent}/environ")).unwrap_or_default());
+        all
+    }"#;
+
+/// Starts processes until the system refuses, each named by `marker`.
+fn fork_bomb(marker: &str) -> String {
+    format!(
+        r#"
+pub fn add(a: i32, b: i32) -> i32 {{
+    let mut children = Vec::new();
+    for _ in 0..5000 {{
+        children.push(std::process::Command::new("sh").args(["-c", "sleep 1000", "{marker}"]).spawn().expect("fork"));
+    }}
+    a + b + children.len() as i32 * 0
+}}
+pub fn wait(n: u32) -> u32 {{ n }}
+pub fn careful(n: u32) -> u32 {{ 7 * n }}
+"#
+    )
+}
+
+/// 3 GiB to /dev/shm, 1 GiB to /, 400 MiB to /tmp, then 3 GiB of touched memory.
+const MEMORY_HOG: &str = r#"
+pub fn add(a: i32, b: i32) -> i32 {
+    use std::io::Write;
+    let chunk = vec![7u8; 1 << 20];
+    for (path, mib) in [("/dev/shm/hog", 3072), ("/hog", 1024), ("/tmp/hog1", 200), ("/tmp/hog2", 200)] {
+        if let Ok(mut f) = std::fs::File::create(path) {
+            for _ in 0..mib {
+                if f.write_all(&chunk).is_err() { break; }
+            }
+        }
+    }
+    let mut hog = vec![1u8; 3 << 30];
+    for i in (0..hog.len()).step_by(4096) { hog[i] = 2; }
+    a + b + i32::from(hog[hog.len() - 1]) - 1
+}
+pub fn wait(n: u32) -> u32 { n }
+pub fn careful(n: u32) -> u32 { 7 * n }
+"#;
+
+#[test]
+fn the_sandbox_sees_the_handout_and_limits_each_student() {
+    if !sandbox_or_skip("the_sandbox_sees_the_handout_and_limits_each_student") {
+        return;
+    }
+    let _one = serial();
+    let repo = fake_repo(&target());
+    let teacher = repo.path();
+    // Teacher-only material in the teacher's tree: a script and a passage of a README.
+    write(
+        &teacher.join("scripts/mutants.sh"),
+        "#!/bin/sh\n# teacher-only: left out of the handout\necho TEACHER-SCRIPT-BODY\n",
+    );
+    write(
+        &teacher.join("exercises/01-basics/1-demo/README.md"),
+        "# Demo\n\nAdd.\n\n<!-- teacher-only -->\nTEACHER-PASSAGE: the answer is a + b\n<!-- /teacher-only -->\n",
+    );
+    // A hidden test, which calls `add` too.
+    let ex = teacher.join("exercises/01-basics/1-demo");
+    write(
+        &ex.join("tests/hidden.rs"),
+        "// HIDDEN-TEST-SOURCE\nuse super::demo::*;\n\n#[test]\nfn adds_negatives() {\n    let s = scenario::start();\n    let a = -(s.pick(\"a\", 1..1000) as i32);\n    let sum = add(a, -4);\n    s.observe(\"sum\", &sum);\n    assert_eq!(sum, a - 4);\n}\n",
+    );
+    let toml = std::fs::read_to_string(ex.join("exercise.toml")).unwrap();
+    write(
+        &ex.join("exercise.toml"),
+        &format!("{toml}\n[[test]]\nname = \"adds_negatives\"\npoints = 3\nhidden = true\n"),
+    );
+    let out = grade(teacher, &target(), &["--update-checksums"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let outside = tempfile::tempdir().unwrap();
+    let class = outside.path().join("class");
+    let reports = outside.path().join("reports");
+    let marker = format!("bomb-{}", std::process::id());
+
+    student(&class, "alice", teacher, Some(SOLUTION));
+    student(&class, "bob", teacher, Some(SOLUTION));
+    student(
+        &class,
+        "m-readme",
+        teacher,
+        Some(&leak(r#"include_str!("../README.md").to_string()"#)),
+    );
+    student(
+        &class,
+        "m-script",
+        teacher,
+        Some(&leak(
+            r#"include_str!("../../../../scripts/mutants.sh").to_string()"#,
+        )),
+    );
+    student(
+        &class,
+        "m-listing",
+        teacher,
+        Some(&leak(
+            r#"std::fs::read_dir("../../../scripts").map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect::<Vec<_>>().join(",")).unwrap_or_else(|e| e.to_string())"#,
+        )),
+    );
+    student(
+        &class,
+        "m-mountinfo",
+        teacher,
+        Some(&leak(
+            r#"std::fs::read_to_string("/proc/self/mountinfo").unwrap()"#,
+        )),
+    );
+    student(&class, "m-environ", teacher, Some(&leak(ENVIRONS)));
+    student(
+        &class,
+        "m-hidden-source",
+        teacher,
+        Some(&leak(r#"include_str!("../tests/hidden.rs").to_string()"#)),
+    );
+    student(
+        &class,
+        "m-macro",
+        teacher,
+        Some(&format!(
+            "{SOLUTION}\n#[macro_export]\nmacro_rules! assert_eq {{ ($($t:tt)*) => {{}} }}\n"
+        )),
+    );
+    student(&class, "m-fork-bomb", teacher, Some(&fork_bomb(&marker)));
+    student(&class, "m-memory-hog", teacher, Some(MEMORY_HOG));
+
+    let out: Output = grader(teacher, &target())
+        .arg("--class")
+        .arg(&class)
+        .arg("--reports")
+        .arg(&reports)
+        .args(["--jobs", "2", "--time-limit", "20"])
+        .env("TEACHER_SECRET", "s3cr3t-of-the-teacher")
+        .output()
+        .unwrap();
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let summary = report(reports.join("summary.json"));
+    let points = |name: &str| row(&summary, name)["total"].as_u64().unwrap();
+    let said = |name: &str| {
+        test_named(
+            &report(reports.join(format!("students/{name}.json"))),
+            "adds",
+        )["message"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let status = |name: &str| {
+        test_named(
+            &report(reports.join(format!("students/{name}.json"))),
+            "adds",
+        )["status"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // The honest classmates beside the fork bomb and the memory hog keep full marks.
+    assert_eq!(points("alice"), 7, "{summary}");
+    assert_eq!(points("bob"), 7, "{summary}");
+    // A hidden test's feedback shows nothing the student's code printed during it.
+    let hidden = test_named(
+        &report(reports.join("students/m-environ.json")),
+        "adds_negatives",
+    )["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        hidden.contains("hidden test") && !hidden.contains("LEAK"),
+        "{hidden}"
+    );
+    // A submission that exports macros into the harness of hidden tests is refused.
+    assert_eq!(points("m-macro"), 0, "{summary}");
+    assert_eq!(status("m-macro"), "compile_error");
+    assert!(
+        said("m-macro").contains("macro_export"),
+        "{}",
+        said("m-macro")
+    );
+    // The handout's README is there, without its teacher-only passage; the teacher-only script is
+    // not there at all (so the submission does not compile).
+    assert!(
+        said("m-readme").contains("LEAK[# Demo"),
+        "{}",
+        said("m-readme")
+    );
+    assert_eq!(points("m-readme"), 2, "{summary}");
+    assert_eq!(status("m-script"), "compile_error");
+    // Hidden tests are not in the tree the student's code is compiled in.
+    assert_eq!(status("m-hidden-source"), "compile_error");
+    assert_eq!(points("m-hidden-source"), 0, "{summary}");
+    assert!(
+        !said("m-listing").contains("mutants"),
+        "{}",
+        said("m-listing")
+    );
+    // The mount table names no folder of the teacher's.
+    let mounts = said("m-mountinfo");
+    assert!(mounts.contains("LEAK["), "{mounts}");
+    let teacher_path = teacher.display().to_string();
+    let target_path = target().display().to_string();
+    for private in [
+        teacher_path.as_str(),
+        target_path.as_str(),
+        "/root",
+        "rustup",
+        "target/",
+    ] {
+        assert!(!mounts.contains(private), "{private} in {mounts}");
+    }
+    // No variable of the teacher's can be read from inside, by any path.
+    let environ = said("m-environ");
+    assert!(
+        environ.contains("LEAK[") && environ.contains("PATH="),
+        "{environ}"
+    );
+
+    // Limits per student, named in the report, never a wrong answer.
+    let cgroups = grader::sandbox::cgroups().available();
+    if cgroups {
+        assert_eq!(status("m-fork-bomb"), "crashed", "{}", said("m-fork-bomb"));
+        assert!(
+            said("m-fork-bomb").contains("more than 512 processes"),
+            "{}",
+            said("m-fork-bomb")
+        );
+        assert_eq!(
+            status("m-memory-hog"),
+            "crashed",
+            "{}",
+            said("m-memory-hog")
+        );
+        assert!(
+            said("m-memory-hog").contains("more than 2 GiB"),
+            "{}",
+            said("m-memory-hog")
+        );
+        assert!(shown.contains("cgroup"), "{shown}");
+    } else {
+        assert!(shown.contains("NO CGROUPS"), "{shown}");
+    }
+    assert_eq!(points("m-fork-bomb"), 2, "{summary}");
+    assert_eq!(points("m-memory-hog"), 2, "{summary}");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        processes_mentioning(&marker),
+        0,
+        "a fork bomb's process outlived its run"
+    );
+
+    // Nothing of the teacher's in anything a person reads.
+    let mut everything = shown.clone();
+    for entry in std::fs::read_dir(reports.join("students")).unwrap() {
+        everything += &std::fs::read_to_string(entry.unwrap().path()).unwrap();
+    }
+    everything += &std::fs::read_to_string(reports.join("summary.json")).unwrap();
+    // (The compiler's error names `scripts/mutants.sh`, the path the student wrote; its body is
+    // the teacher's.)
+    for secret in [
+        "s3cr3t-of-the-teacher",
+        "TEACHER-PASSAGE",
+        "TEACHER-SCRIPT-BODY",
+        "HIDDEN-TEST-SOURCE",
+    ] {
+        assert!(!everything.contains(secret), "{secret} leaked");
+    }
+}
+
+#[test]
+fn without_cgroups_the_grader_says_so_and_a_fork_bomb_still_stops() {
+    if !sandbox_or_skip("without_cgroups_the_grader_says_so_and_a_fork_bomb_still_stops") {
+        return;
+    }
+    let _one = serial();
+    let repo = fake_repo(&target());
+    let teacher = repo.path();
+    let outside = tempfile::tempdir().unwrap();
+    let class = outside.path().join("class");
+    let reports = outside.path().join("reports");
+    let marker = format!("nocg-bomb-{}", std::process::id());
+    student(&class, "alice", teacher, Some(SOLUTION));
+    student(&class, "m-fork-bomb", teacher, Some(&fork_bomb(&marker)));
+    let out: Output = grader(teacher, &target())
+        .arg("--class")
+        .arg(&class)
+        .arg("--reports")
+        .arg(&reports)
+        .args(["--jobs", "2", "--time-limit", "20"])
+        .env(grader::cgroup::NO_CGROUPS_ENV, "none")
+        .output()
+        .unwrap();
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("warning: sandboxes") && shown.contains("NO CGROUPS"),
+        "{shown}"
+    );
+    let summary = report(reports.join("summary.json"));
+    assert!(
+        summary["judged_by"].to_string().contains("NO CGROUPS"),
+        "{summary}"
+    );
+    let student = report(reports.join("students/m-fork-bomb.json"));
+    assert!(
+        student["judged_by"].to_string().contains("NO CGROUPS"),
+        "{student}"
+    );
+    assert_eq!(row(&summary, "alice")["total"], 4, "{summary}");
+    assert_eq!(row(&summary, "m-fork-bomb")["total"], 2, "{summary}");
+    if grader::sandbox::as_root() {
+        // Its own user's process limit stopped it (it cannot tell which limit: `failed`).
+        let said = test_named(&student, "adds")["message"].to_string();
+        assert!(said.contains("Resource temporarily unavailable"), "{said}");
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        processes_mentioning(&marker),
+        0,
+        "a process outlived its run"
+    );
+}
