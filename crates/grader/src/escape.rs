@@ -82,13 +82,25 @@ pub fn terminal(raw: &str) -> String {
     text(&one_line, LINE)
 }
 
-/// Inline Markdown text that shows `raw` as it is: one line ([`terminal`]), every ASCII
-/// punctuation character backslash-escaped (CommonMark allows it for all of them), so that no
-/// heading, list, link, emphasis, code span, table cell or raw HTML can be made of it.
+/// The characters that make Markdown anywhere in a line: emphasis, code spans, links and
+/// images, raw HTML and entities, table cells, escapes, strike-through.
+const MARKUP: &[char] = &[
+    '\\', '`', '*', '_', '[', ']', '<', '>', '#', '|', '!', '~', '&',
+];
+
+/// Inline Markdown text that shows `raw` as it is: one line ([`terminal`]), every character
+/// that makes markup anywhere backslash-escaped (CommonMark allows it for any ASCII
+/// punctuation), and the first one too when it would start a block (a list item `-`, `+`, `1.`,
+/// a heading underline `=`), so that no heading, list, link, emphasis, code span, table cell or
+/// raw HTML can be made of it. Commas, full stops and the like stay as they are.
 pub fn markdown(raw: &str) -> String {
-    let mut out = String::new();
-    for c in terminal(raw).chars() {
-        if c.is_ascii_punctuation() {
+    let line = terminal(raw);
+    let mut out = String::with_capacity(line.len() + 8);
+    let digits = line.chars().take_while(char::is_ascii_digit).count();
+    for (i, c) in line.chars().enumerate() {
+        let starts_block = (i == 0 && matches!(c, '-' | '+' | '='))
+            || (i == digits && digits > 0 && matches!(c, '.' | ')'));
+        if MARKUP.contains(&c) || starts_block {
             out.push('\\');
         }
         out.push(c);
@@ -214,12 +226,15 @@ mod tests {
     #[test]
     fn markdown_makes_no_markup() {
         let md = markdown(HOSTILE[1]);
-        assert!(!md.contains('\n') && !md.contains("<div"), "{md}");
+        assert!(!md.contains('\n') && md.contains("\\<div\\>"), "{md}");
         assert_eq!(markdown("# h"), "\\# h");
         assert_eq!(markdown("<b>`x`|"), "\\<b\\>\\`x\\`\\|");
+        assert_eq!(markdown("- item"), "\\- item");
+        assert_eq!(markdown("12. item"), "12\\. item");
+        assert_eq!(markdown("a, b. c-d: (e)"), "a, b. c-d: (e)");
         for raw in HOSTILE {
             let md = markdown(raw);
-            // every punctuation character is escaped: none is left bare
+            // every markup character is escaped: none is left bare
             let mut chars = md.chars();
             while let Some(c) = chars.next() {
                 if c == '\\' {
@@ -228,7 +243,7 @@ mod tests {
                         "{md}"
                     );
                 } else {
-                    assert!(!c.is_ascii_punctuation(), "{md}");
+                    assert!(!MARKUP.contains(&c), "{md}");
                 }
             }
         }

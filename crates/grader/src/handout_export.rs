@@ -538,7 +538,12 @@ fn strip_catalogue(rel: &str, text: &str, sources: &mut Sources) -> (String, usi
             .flat_map(str::split_whitespace)
             .collect();
         let teacher = match po_string(&lines, "msgid") {
-            Some(msgid) if i > 0 && !msgid.is_empty() && !references.is_empty() => {
+            Some(msgid)
+                if i > 0
+                    && !msgid.is_empty()
+                    && !references.is_empty()
+                    && !msgid.contains(OPEN) =>
+            {
                 let origins: Vec<Origin> = references
                     .iter()
                     .map(|r| sources.origin(rel, r, &msgid))

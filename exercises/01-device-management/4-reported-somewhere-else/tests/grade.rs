@@ -321,16 +321,16 @@ fn a_bad_graph_leaves_the_device_usable() {
                 "neighbour_sums on {gpu} refused {what} with the right error, but the device is no longer usable: a kernel met the bad id before the check ran, and synchronize() reports it ({e}). Check on the host, before the graph reaches the device and before any kernel"
             );
         }
-        assert!(
-            copied.is_empty(),
-            "neighbour_sums on {gpu} refused {what}, but only after copying it to the device ({copied:?}): check the ids on the host, before any of the graph reaches the device"
-        );
         // Usable because no kernel met the bad id, not because the device was reset afterwards.
         let faults = gpu.sim_device().map_or(0, |d| d.faults_recorded());
         s.observe(format!("kernel faults on the device: {what}"), &faults);
         assert_eq!(
             faults, 0,
             "neighbour_sums on {gpu} refused {what}, but a kernel met the bad id first ({faults} fault(s) recorded; a reset hides the state, not the fault). Check on the host, before any kernel"
+        );
+        assert!(
+            copied.is_empty(),
+            "neighbour_sums on {gpu} refused {what}, but only after copying it to the device ({copied:?}): check the ids on the host, before any of the graph reaches the device"
         );
         // A later copy to the device works too.
         let good = [vec![0i64], vec![0i64]];
