@@ -7,12 +7,16 @@
 //! teacher-only files (a `teacher-only` marker in their first five lines, e.g. a comment in a
 //! script), the teacher's CI (`.ci/`), and `target/`. Changed: the workspace's `members` lose
 //! `solutions/*/*`; Markdown and notebooks lose their regions between `<!-- teacher-only -->`
-//! and `<!-- /teacher-only -->` (in a notebook, within one line); the teachers' page of the book
-//! becomes a short note; the grader's checksums are those of the handout's graded files; the
-//! lock file is the workspace's without the solution packages; `.ci/run` runs the students'
-//! checks. Then every Markdown file, notebook and script is searched for `solutions/`:
-//! a mention left over (a link students would follow to nothing) stops the handout with the
-//! places to mark.
+//! and `<!-- /teacher-only -->` (in a notebook, within one line; translated READMEs such as
+//! `README.zh-CN.md` too); the teachers' page of the book becomes a short note; translation
+//! catalogues (`book/po/*.po`, `notebooks/po/*.po`) lose every message that comes only from
+//! teacher-only text (the teachers' page, a teacher-only passage, found by its words in the
+//! teacher's sources; a message with a passage marked inline keeps its public part) and their
+//! obsolete messages; the grader's checksums are those of the handout's graded files; the lock
+//! file is the workspace's without the solution packages; `.ci/run` runs the students' checks.
+//! Then every text file is searched for leftovers: a mention of `solutions/` (a link students
+//! would follow to nothing; Rust sources and manifests excepted, whose comments describe the
+//! layout) or a teacher-only marker stops the handout with the places to mark.
 //!
 //! ```
 //! use grader::handout_export::strip_teacher_only;
