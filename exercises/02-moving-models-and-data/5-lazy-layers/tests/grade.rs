@@ -234,6 +234,7 @@ fn the_weights_are_born_on_the_device() {
 fn the_optimiser_trains_every_parameter() {
     let s = scenario::start();
     let Run {
+        gpu,
         host,
         epochs,
         lr,
@@ -313,8 +314,13 @@ fn the_optimiser_trains_every_parameter() {
             weight_gap = (gap, name.clone());
         }
     }
+    // The simulated devices compute on the host, in the same order: the same bits. A GPU may
+    // reorder its sums.
+    let tolerance = if gpu.is_sim() { 0.0 } else { 1e-4 };
     assert!(
-        losses.iter().all(|l| l.is_finite()) && loss_gap <= 1e-4 && weight_gap.0 <= 1e-4,
+        losses.iter().all(|l| l.is_finite())
+            && loss_gap <= tolerance
+            && weight_gap.0 <= tolerance,
         "{epochs} epochs of Adam at lr = {lr} without weight decay, from the weights of the first forward pass, give the losses {want_losses:?}; this run's are {losses:?}, and its '{}' differs from that training's by up to {} (README: Adam, learning rate `lr`, no weight decay, the cross-entropy of the training nodes, one step per epoch)",
         weight_gap.1,
         weight_gap.0
