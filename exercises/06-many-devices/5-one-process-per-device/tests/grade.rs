@@ -301,7 +301,7 @@ fn two_epochs_step_by_step() {
     let key = s.seed("each seed's gradient");
     let device = first_device(&s);
     let replicas: Vec<Model> = (0..n)
-        .map(|rank| model.to_device(&Placement::sim(device + rank)).unwrap())
+        .map(|rank| model.to_device(Placement::sim(device + rank)).unwrap())
         .collect();
     let sizes: Vec<usize> = model
         .named_parameters()
