@@ -31,6 +31,7 @@
 //! ```
 
 use crate::error::{GradeError, Result};
+use crate::escape;
 use crate::exports::{self, Hidden, Identity};
 use crate::grading::Grading;
 use crate::progress::Progress;
@@ -165,10 +166,11 @@ impl Summary {
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default();
+            let cell = |s: Option<&str>| escape::csv_cell(s.unwrap_or_default());
             let mut record = vec![
-                row.student.id.clone(),
-                row.student.name.clone().unwrap_or_default(),
-                row.student.email.clone().unwrap_or_default(),
+                cell(Some(&row.student.id)),
+                cell(row.student.name.as_deref()),
+                cell(row.student.email.as_deref()),
                 status,
             ];
             record.extend(
@@ -179,10 +181,10 @@ impl Summary {
             record.push(row.total.to_string());
             record.push(row.max_points.to_string());
             record.push(row.late.map(|l| l.to_string()).unwrap_or_default());
-            record.push(row.commit.clone().unwrap_or_default());
-            record.push(row.ignored_files.join("; "));
-            record.push(row.refused_files.join("; "));
-            record.push(row.error.clone().unwrap_or_default());
+            record.push(cell(row.commit.as_deref()));
+            record.push(cell(Some(&row.ignored_files.join("; "))));
+            record.push(cell(Some(&row.refused_files.join("; "))));
+            record.push(cell(row.error.as_deref()));
             out.write_record(&record)?;
         }
         let bytes = out.into_inner().map_err(|e| e.into_error())?;
@@ -271,7 +273,11 @@ pub fn grade_class(job: &ClassJob) -> anyhow::Result<i32> {
                         begun.elapsed().as_secs_f64()
                     ),
                     Err(e) => {
-                        eprintln!("{}: NOT GRADED: {e:#}", entry.name);
+                        eprintln!(
+                            "{}: NOT GRADED: {}",
+                            entry.name,
+                            escape::terminal(&format!("{e:#}"))
+                        );
                         failures
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
@@ -349,12 +355,12 @@ fn line_for(report: &Report) -> String {
 
 /// The loud part: everything that was not graded normally.
 fn warn(summary: &Summary) {
-    let by = |status: SubmissionStatus| -> Vec<&str> {
+    let by = |status: SubmissionStatus| -> Vec<String> {
         summary
             .students
             .iter()
             .filter(|s| s.status == status)
-            .map(|s| s.student.id.as_str())
+            .map(|s| escape::terminal(&s.student.id))
             .collect()
     };
     for (status, what) in [
@@ -370,11 +376,11 @@ fn warn(summary: &Summary) {
             eprintln!("warning: {what}: {}", who.join(", "));
         }
     }
-    let late: Vec<&str> = summary
+    let late: Vec<String> = summary
         .students
         .iter()
         .filter(|s| s.late == Some(true))
-        .map(|s| s.student.id.as_str())
+        .map(|s| escape::terminal(&s.student.id))
         .collect();
     if !late.is_empty() {
         eprintln!(
@@ -385,7 +391,12 @@ fn warn(summary: &Summary) {
     if !summary.unknown_folders.is_empty() {
         eprintln!(
             "warning: folders the roster does not name, NOT GRADED: {}",
-            summary.unknown_folders.join(", ")
+            summary
+                .unknown_folders
+                .iter()
+                .map(|f| escape::terminal(f))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
 }
@@ -679,14 +690,18 @@ fn summary_table(summary: &Summary) -> String {
             SubmissionStatus::NotAWorkbook => notes.push("NOT A WORKBOOK".into()),
             SubmissionStatus::Error => notes.push(format!(
                 "NOT GRADED: {}",
-                row.error.clone().unwrap_or_default()
+                escape::terminal(row.error.as_deref().unwrap_or_default())
             )),
         }
         if row.late == Some(true) {
             notes.push("late commits not graded".into());
         }
-        notes.extend(row.refused_files.iter().cloned());
-        notes.extend(row.ignored_files.iter().map(|f| format!("ignored {f}")));
+        notes.extend(row.refused_files.iter().map(|f| escape::terminal(f)));
+        notes.extend(
+            row.ignored_files
+                .iter()
+                .map(|f| format!("ignored {}", escape::terminal(f))),
+        );
         cells.push(notes.join("\n"));
         table.add_row(cells);
     }

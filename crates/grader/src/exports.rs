@@ -173,7 +173,10 @@ pub fn lms_csv(summary: &Summary, identity: &Identity) -> Result<String, String>
                 row.student.id
             )
         })?;
-        let mut record = vec![who, row.student.name.clone().unwrap_or_default()];
+        let mut record = vec![
+            crate::escape::csv_cell(&who),
+            crate::escape::csv_cell(row.student.name.as_deref().unwrap_or_default()),
+        ];
         record.extend(
             summary
                 .exercises

@@ -11,6 +11,7 @@
 //! assert_eq!(grader::feedback::escape_html("<a & b>"), "&lt;a &amp; b&gt;");
 //! ```
 
+use crate::escape;
 use crate::exports::{shown_message, shown_name, Hidden};
 use crate::report::Report;
 use crate::runner::Status;
@@ -18,11 +19,13 @@ use crate::runner::Status;
 /// The feedback as Markdown.
 pub fn markdown(name: &str, report: &Report, hidden: &Hidden, released: bool) -> String {
     let mut md = format!(
-        "# {name}: {}/{} points\n\n",
-        report.points, report.max_points
+        "# {}: {}/{} points\n\n",
+        escape::markdown(name),
+        report.points,
+        report.max_points
     );
     if let Some(state) = &report.submission {
-        md += &format!("{}\n\n", state.describe());
+        md += &format!("{}\n\n", escape::markdown(&state.describe()));
     }
     for ex in &report.exercises {
         md += &format!(
@@ -54,7 +57,7 @@ pub fn markdown(name: &str, report: &Report, hidden: &Hidden, released: bool) ->
             md += &format!(
                 "**{}**\n\n```text\n{}\n```\n\n",
                 md_cell(&test),
-                fence_safe(&message)
+                escape::markdown_block(&message, usize::MAX)
             );
         }
     }
@@ -62,7 +65,7 @@ pub fn markdown(name: &str, report: &Report, hidden: &Hidden, released: bool) ->
         if !list.is_empty() {
             md += &format!("## {title}\n\n");
             for item in list {
-                md += &format!("- `{}`\n", item.replace('`', "'"));
+                md += &format!("- {}\n", escape::markdown(item));
             }
             md.push('\n');
         }
@@ -98,22 +101,14 @@ fn next(report: &Report) -> String {
     }
 }
 
+/// A table cell of the teacher's own text (an exercise's title, a test's name).
 fn md_cell(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
 }
 
-/// A code block cannot be closed from inside.
-fn fence_safe(text: &str) -> String {
-    text.replace("```", "'''")
-}
-
-/// Text made safe inside HTML.
+/// Text made safe inside HTML ([`escape::html`]).
 pub fn escape_html(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&#39;")
+    escape::html(text)
 }
 
 /// The feedback as one HTML page.

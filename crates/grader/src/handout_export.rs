@@ -7,12 +7,16 @@
 //! teacher-only files (a `teacher-only` marker in their first five lines, e.g. a comment in a
 //! script), the teacher's CI (`.ci/`), and `target/`. Changed: the workspace's `members` lose
 //! `solutions/*/*`; Markdown and notebooks lose their regions between `<!-- teacher-only -->`
-//! and `<!-- /teacher-only -->` (in a notebook, within one line); the teachers' page of the book
-//! becomes a short note; the grader's checksums are those of the handout's graded files; the
-//! lock file is the workspace's without the solution packages; `.ci/run` runs the students'
-//! checks. Then every Markdown file, notebook and script is searched for `solutions/`:
-//! a mention left over (a link students would follow to nothing) stops the handout with the
-//! places to mark.
+//! and `<!-- /teacher-only -->` (in a notebook, within one line; translated READMEs such as
+//! `README.zh-CN.md` too); the teachers' page of the book becomes a short note; translation
+//! catalogues (`book/po/*.po`, `notebooks/po/*.po`) lose every message that comes only from
+//! teacher-only text (the teachers' page, a teacher-only passage, found by its words in the
+//! teacher's sources; a message with a passage marked inline keeps its public part) and their
+//! obsolete messages; the grader's checksums are those of the handout's graded files; the lock
+//! file is the workspace's without the solution packages; `.ci/run` runs the students' checks.
+//! Then every text file is searched for leftovers: a mention of `solutions/` (a link students
+//! would follow to nothing; Rust sources and manifests excepted, whose comments describe the
+//! layout) or a teacher-only marker stops the handout with the places to mark.
 //!
 //! ```
 //! use grader::handout_export::strip_teacher_only;
@@ -235,6 +239,7 @@ fn fill(catalog: &Catalog, dest: &Path, kind: Kind) -> Result<Made> {
         .collect();
     let mut left_out = BTreeSet::new();
     let mut written = 0;
+    let mut sources = Sources::new(root);
     for rel in teacher_files(root)? {
         let reason = if rel.starts_with("solutions/") {
             Some("the reference solutions")
@@ -259,7 +264,17 @@ fn fill(catalog: &Catalog, dest: &Path, kind: Kind) -> Result<Made> {
             left_out.insert(format!("{rel}: marked teacher-only"));
             continue;
         }
-        let bytes = transform(&rel, bytes, kind);
+        let bytes = if rel.ends_with(".po") {
+            // A catalogue holds the teacher-only text it translates, in both languages.
+            let text = String::from_utf8_lossy(&bytes);
+            let (kept, dropped) = strip_catalogue(&rel, &text, &mut sources);
+            if dropped > 0 {
+                left_out.insert(format!("{rel}: {dropped} teacher-only messages"));
+            }
+            kept.into_bytes()
+        } else {
+            transform(&rel, bytes, kind)
+        };
         write_atomically(&dest.join(&rel), &bytes)?;
         copy_mode(&path, &dest.join(&rel));
         written += 1;
@@ -372,21 +387,227 @@ fn transform(rel: &str, bytes: Vec<u8>, kind: Kind) -> Vec<u8> {
     text.into_bytes()
 }
 
-/// Every mention of `solutions/` left in what students read or run: Markdown, notebooks, scripts
-/// (comments in source files and manifests, about how the crates are laid out, are not links).
+/// The words of `text`, lower-case, one space apart: what a translation catalogue's message and
+/// its source have in common however the message was re-wrapped or its Markdown re-written.
+fn words(text: &str) -> String {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A source file's text as a catalogue's messages come from it: a notebook's cells' sources
+/// joined, any other file as it is.
+fn source_text(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    if path.extension().is_some_and(|e| e == "ipynb") {
+        let notebook: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let mut out = String::new();
+        for cell in notebook["cells"].as_array()? {
+            match &cell["source"] {
+                serde_json::Value::String(s) => out.push_str(s),
+                serde_json::Value::Array(lines) => lines
+                    .iter()
+                    .filter_map(|l| l.as_str())
+                    .for_each(|l| out.push_str(l)),
+                _ => {}
+            }
+            out.push('\n');
+        }
+        return Some(out);
+    }
+    Some(text)
+}
+
+/// Where a message of a catalogue comes from, as far as the handout is concerned.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// Text students read.
+    Public,
+    /// The teachers' page, or a teacher-only passage.
+    Teacher,
+    /// Not found in the source (kept).
+    Unknown,
+}
+
+/// The teacher's sources of the catalogues' messages, read once: per source file, its words
+/// whole and without its teacher-only passages.
+struct Sources {
+    root: PathBuf,
+    cache: std::collections::BTreeMap<PathBuf, Option<(String, String)>>,
+}
+
+impl Sources {
+    fn new(root: &Path) -> Self {
+        Self {
+            root: root.to_path_buf(),
+            cache: Default::default(),
+        }
+    }
+
+    /// Where `msgid`, referenced as `reference` (`src/x.md`, `notebooks/x.ipynb:01-02`) by the
+    /// catalogue `po` (relative to the repository), comes from.
+    fn origin(&mut self, po: &str, reference: &str, msgid: &str) -> Origin {
+        let file = reference.split(':').next().unwrap_or(reference);
+        // mdbook's references are relative to the book, the notebooks' to the repository
+        let book = Path::new(po)
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new(""));
+        let candidates = [book.join(file), PathBuf::from(file)];
+        let Some(rel) = candidates.iter().find(|p| self.root.join(p).is_file()) else {
+            return Origin::Unknown;
+        };
+        if rel == Path::new(TEACHERS_PAGE) {
+            return Origin::Teacher;
+        }
+        let path = self.root.join(rel);
+        let entry = self.cache.entry(path.clone()).or_insert_with(|| {
+            source_text(&path).map(|t| (words(&t), words(&strip_teacher_only(&t))))
+        });
+        let Some((whole, public)) = entry else {
+            return Origin::Unknown;
+        };
+        let wanted = words(msgid);
+        if wanted.is_empty() || public.contains(&wanted) {
+            Origin::Public
+        } else if whole.contains(&wanted) {
+            Origin::Teacher
+        } else {
+            Origin::Unknown
+        }
+    }
+}
+
+/// A PO string's lines (`"..."` after `msgid` and on the lines below) unquoted and joined.
+fn po_string(lines: &[&str], keyword: &str) -> Option<String> {
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with(keyword) && l[keyword.len()..].starts_with(' '))?;
+    let mut out = String::new();
+    let first = lines[start][keyword.len()..].trim();
+    let rest = lines[start + 1..]
+        .iter()
+        .take_while(|l| l.starts_with('"'))
+        .map(|l| l.trim());
+    for quoted in std::iter::once(first).chain(rest) {
+        let inner = quoted.trim_start_matches('"').trim_end_matches('"');
+        out.push_str(
+            &inner
+                .replace("\\n", "\n")
+                .replace("\\\"", "\"")
+                .replace("\\\\", "\\"),
+        );
+    }
+    Some(out)
+}
+
+/// `text` without its teacher-only passages, runs of spaces made one.
+fn public_part(text: &str) -> String {
+    let stripped = strip_teacher_only(text);
+    let mut out = String::with_capacity(stripped.len());
+    for c in stripped.chars() {
+        if !(c == ' ' && out.ends_with(' ')) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A PO string literal.
+fn po_quote(text: &str) -> String {
+    format!(
+        "\"{}\"",
+        text.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    )
+}
+
+/// A translation catalogue (`rel`, relative to the repository) without the messages that come
+/// only from teacher-only text (the teachers' page, teacher-only passages) and without obsolete
+/// messages (`#~`, which may hold teacher-only text of an older version). Returns the catalogue
+/// and how many messages it lost.
+fn strip_catalogue(rel: &str, text: &str, sources: &mut Sources) -> (String, usize) {
+    let mut out = String::with_capacity(text.len());
+    let mut dropped = 0;
+    for (i, block) in text.split("\n\n").enumerate() {
+        let lines: Vec<&str> = block.lines().collect();
+        let obsolete = lines.iter().any(|l| l.starts_with("#~"))
+            && !lines.iter().any(|l| l.starts_with("msgid"));
+        let references: Vec<&str> = lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("#:"))
+            .flat_map(str::split_whitespace)
+            .collect();
+        let teacher = match po_string(&lines, "msgid") {
+            Some(msgid) if i > 0 && !msgid.is_empty() && !references.is_empty() => {
+                // A passage marked inline is looked for by its public part (the teachers' page,
+                // which shows the markers themselves, is teacher-only whatever it says).
+                let probe = if msgid.contains(OPEN) {
+                    public_part(&msgid)
+                } else {
+                    msgid
+                };
+                let origins: Vec<Origin> = references
+                    .iter()
+                    .map(|r| sources.origin(rel, r, &probe))
+                    .collect();
+                origins.contains(&Origin::Teacher) && !origins.contains(&Origin::Public)
+            }
+            _ => false,
+        };
+        if obsolete || teacher {
+            dropped += 1;
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        match (po_string(&lines, "msgid"), po_string(&lines, "msgstr")) {
+            // A passage marked inline: the message keeps its public part, in both languages.
+            (Some(id), Some(text)) if id.contains(OPEN) => {
+                for comment in lines.iter().filter(|l| l.starts_with('#')) {
+                    out.push_str(comment);
+                    out.push('\n');
+                }
+                out.push_str(&format!(
+                    "msgid {}\nmsgstr {}",
+                    po_quote(&public_part(&id)),
+                    po_quote(&public_part(&text))
+                ));
+                dropped += 1;
+            }
+            _ => out.push_str(block),
+        }
+    }
+    if text.ends_with('\n') && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    (out, dropped)
+}
+
+/// What is left over in the handout's text files (every file that is UTF-8 text): a mention of
+/// `solutions/` (except in Rust sources and manifests, whose comments say how the crates are
+/// laid out: not links), and a teacher-only marker that no rule removed (except in the grader's
+/// own code, which implements them), with the places to mark.
 fn check_no_mentions(dest: &Path) -> Result<()> {
     let mut found = Vec::new();
     for rel in crate::submission::list_files(dest, &ignore::gitignore::Gitignore::empty()) {
-        let read = [".md", ".ipynb", ".sh", ".py", ".yml"]
+        let Ok(text) = std::fs::read_to_string(dest.join(&rel)) else {
+            continue;
+        };
+        let layout = [".rs", ".toml", ".lock"]
             .iter()
             .any(|ext| rel.ends_with(ext));
-        if !read {
-            continue;
-        }
-        let text = std::fs::read_to_string(dest.join(&rel)).unwrap_or_default();
+        let grader = rel.starts_with("crates/grader/");
         for (n, line) in text.lines().enumerate() {
-            if line.contains("solutions/") {
-                found.push(format!("{rel}:{}", n + 1));
+            if !layout && line.contains("solutions/") {
+                found.push(format!("{rel}:{} (solutions/)", n + 1));
+            }
+            if !grader && (line.contains(OPEN) || line.contains(CLOSE)) {
+                found.push(format!("{rel}:{} (a teacher-only marker)", n + 1));
             }
         }
     }
@@ -394,7 +615,7 @@ fn check_no_mentions(dest: &Path) -> Result<()> {
         Ok(())
     } else {
         Err(GradeError::Handout(format!(
-            "the handout would still point students at solutions/ in: {}. In your repository, put such passages between {OPEN} and {CLOSE} (within one line in a notebook), or mark a whole file teacher-only in its first lines",
+            "the handout would still hold what only teachers see, in: {}. In your repository, put such passages between {OPEN} and {CLOSE} (within one line in a notebook), or mark a whole file teacher-only in its first lines",
             found.join(", ")
         )))
     }
@@ -467,5 +688,76 @@ mod tests {
         assert!(!teacher_only(
             b"<!-- teacher-only -->hidden<!-- /teacher-only -->"
         ));
+    }
+
+    /// A repository with a book (a public page with a teacher-only passage, the teachers'
+    /// page), a notebook with a teacher-only passage, and their catalogues.
+    fn catalogued() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let write = |rel: &str, text: &str| {
+            let path = root.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        write(
+            "book/src/intro.md",
+            "# Intro\n\nEveryone reads this paragraph.\n\n<!-- teacher-only -->\nThe answer key is in\nthe solutions folder.\n<!-- /teacher-only -->\n\nInline <!-- teacher-only -->secret key<!-- /teacher-only --> text.\n",
+        );
+        write("book/src/SUMMARY.md", "- [For teachers](teachers.md)\n");
+        write(
+            "book/src/teachers.md",
+            "# For teachers\n\nGrade with the judge.\n",
+        );
+        write(
+            "notebooks/01.ipynb",
+            r#"{"cells": [{"cell_type": "markdown", "source": ["Run this cell.\n", "<!-- teacher-only -->Mark it out of ten.<!-- /teacher-only -->\n"]}]}"#,
+        );
+        dir
+    }
+
+    const BOOK_PO: &str = "msgid \"\"\nmsgstr \"\"\n\"Language: zh_CN\\n\"\n\n#: src/intro.md\nmsgid \"Intro\"\nmsgstr \"简介\"\n\n#: src/intro.md\nmsgid \"Everyone reads this paragraph.\"\nmsgstr \"人人都读这一段。\"\n\n#: src/intro.md\nmsgid \"\"\n\"The answer key is in the \"\n\"solutions folder.\"\nmsgstr \"答案在 solutions 文件夹中。\"\n\n#: src/intro.md\nmsgid \"Inline <!-- teacher-only -->secret key<!-- /teacher-only --> text.\"\nmsgstr \"行内<!-- teacher-only -->密钥<!-- /teacher-only -->文字。\"\n\n#: src/SUMMARY.md src/teachers.md\nmsgid \"For teachers\"\nmsgstr \"写给教师\"\n\n#: src/teachers.md\nmsgid \"Grade with the judge.\"\nmsgstr \"用评判器评分。\"\n\n#: src/teachers.md\nmsgid \"Mark passages with `<!-- teacher-only -->` and `<!-- /teacher-only -->`; answers are in `solutions/`.\"\nmsgstr \"用标记标出段落；答案在 `solutions/` 中。\"\n\n#~ msgid \"An old teacher-only message\"\n#~ msgstr \"旧的\"\n";
+
+    #[test]
+    fn catalogues_lose_the_teacher_only_messages() {
+        let repo = catalogued();
+        let mut sources = Sources::new(repo.path());
+        let (po, dropped) = strip_catalogue("book/po/zh-CN.po", BOOK_PO, &mut sources);
+        // kept: the header, the public messages, the heading shared with SUMMARY.md
+        for kept in ["Language: zh_CN", "简介", "人人都读这一段。", "写给教师"] {
+            assert!(po.contains(kept), "{kept}: {po}");
+        }
+        // gone: the teacher-only passage, the teachers' page, an obsolete message; the inline
+        // passage keeps its public words only
+        for gone in [
+            "answer key",
+            "答案",
+            "用评判器",
+            "旧的",
+            "secret",
+            "密钥",
+            "teacher-only",
+        ] {
+            assert!(!po.contains(gone), "{gone}: {po}");
+        }
+        assert!(
+            po.contains("msgid \"Inline text.\"\nmsgstr \"行内文字。\""),
+            "{po}"
+        );
+        assert_eq!(dropped, 5, "{po}");
+    }
+
+    #[test]
+    fn notebook_catalogues_too() {
+        let repo = catalogued();
+        let mut sources = Sources::new(repo.path());
+        let po = "msgid \"\"\nmsgstr \"\"\n\n#: notebooks/01.ipynb:01-01\nmsgid \"Run this cell.\"\nmsgstr \"运行这个单元格。\"\n\n#: notebooks/01.ipynb:01-02\nmsgid \"Mark it out of ten.\"\nmsgstr \"按十分制打分。\"\n";
+        let (kept, dropped) = strip_catalogue("notebooks/po/zh-CN.po", po, &mut sources);
+        assert!(kept.contains("运行这个单元格。"), "{kept}");
+        assert!(
+            !kept.contains("Mark it") && !kept.contains("十分制"),
+            "{kept}"
+        );
+        assert_eq!(dropped, 1);
     }
 }

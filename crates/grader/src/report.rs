@@ -284,13 +284,13 @@ impl Report {
         if !self.refused_files.is_empty() {
             text += &format!(
                 "\nNot read (the stub was graded instead):\n{}",
-                indent(&self.refused_files.join("\n"), "  ")
+                indent(&terminal_lines(&self.refused_files), "  ")
             );
         }
         if !self.ignored_files.is_empty() {
             text += &format!(
                 "\nIgnored, not graded (changed outside the files the exercises ask you to edit; only those were graded, in the teacher's tree):\n{}",
-                indent(&self.ignored_files.join("\n"), "  ")
+                indent(&terminal_lines(&self.ignored_files), "  ")
             );
         }
         if let Some(judge) = &self.judged_by {
@@ -431,6 +431,15 @@ fn clip(text: &str, max: usize) -> String {
 fn indent(text: &str, by: &str) -> String {
     text.lines()
         .map(|l| format!("{by}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// File names from a submission, one per line, each made safe for the terminal.
+fn terminal_lines(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| crate::escape::terminal(n))
         .collect::<Vec<_>>()
         .join("\n")
 }

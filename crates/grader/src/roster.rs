@@ -18,7 +18,7 @@
 use crate::error::{GradeError, Result};
 use crate::submission::safe_name;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// A student of the roster.
@@ -193,16 +193,19 @@ pub fn entries(class_dir: &Path, roster: Option<&Roster>) -> Result<(Vec<Entry>,
         }
     }
     folders.sort();
-    let mut taken = BTreeSet::new();
-    let mut unique = |raw: &str| {
-        let base = safe_name(raw);
-        let mut name = base.clone();
-        let mut n = 2;
-        while !taken.insert(name.clone()) {
-            name = format!("{base}-{n}");
-            n += 1;
+    // Two students whose ids make the same name would share a report, a feedback file and an
+    // archive (renaming one `-2` handed feedback back to the wrong student): refused, naming both.
+    let mut taken: BTreeMap<String, String> = BTreeMap::new();
+    let mut unique = |raw: &str| -> Result<String> {
+        let name = safe_name(raw);
+        if let Some(first) = taken.insert(name.clone(), raw.to_string()) {
+            return Err(GradeError::Roster(format!(
+                "the students {} and {} would both be graded as '{name}' (names are made of letters, digits, '.', '_' and '-'): rename one of their folders (and its roster id) so that each student has a name of their own",
+                crate::escape::json(&first),
+                crate::escape::json(raw)
+            )));
         }
-        name
+        Ok(name)
     };
     let mut rows = Vec::new();
     let mut unknown = Vec::new();
@@ -215,7 +218,7 @@ pub fn entries(class_dir: &Path, roster: Option<&Roster>) -> Result<(Vec<Entry>,
                     Found::NoSubmission
                 };
                 rows.push(Entry {
-                    name: unique(&student.id),
+                    name: unique(&student.id)?,
                     student: student.clone(),
                     found,
                     rostered: true,
@@ -227,7 +230,7 @@ pub fn entries(class_dir: &Path, roster: Option<&Roster>) -> Result<(Vec<Entry>,
         None => {
             for folder in folders {
                 rows.push(Entry {
-                    name: unique(&folder),
+                    name: unique(&folder)?,
                     found: locate(&class_dir.join(&folder)),
                     student: Student {
                         id: folder,
@@ -276,6 +279,29 @@ mod tests {
         assert!(unknown.is_empty(), "{unknown:?}");
         let (rows, _) = entries(c, None).unwrap();
         assert_eq!(rows.len(), 4, "every folder is a student without a roster");
+    }
+
+    #[test]
+    fn ids_that_make_the_same_name_are_refused_with_both() {
+        let class = tempfile::tempdir().unwrap();
+        let c = class.path();
+        workbook(&c.join("bob smith"));
+        workbook(&c.join("bob_smith"));
+        workbook(&c.join("carol"));
+        let err = entries(c, None).unwrap_err().to_string();
+        assert!(
+            err.contains("\"bob smith\"") && err.contains("\"bob_smith\""),
+            "{err}"
+        );
+        let roster = Roster::parse("id\nbob smith\nbob_smith\n").unwrap();
+        let err = entries(c, Some(&roster)).unwrap_err().to_string();
+        assert!(err.contains("'bob_smith'"), "{err}");
+        std::fs::remove_dir(c.join("bob smith/exercises")).unwrap();
+        std::fs::remove_file(c.join("bob smith/Cargo.toml")).unwrap();
+        std::fs::remove_dir(c.join("bob smith")).unwrap();
+        let (rows, _) = entries(c, None).unwrap();
+        let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["bob_smith", "carol"]);
     }
 
     #[test]

@@ -878,3 +878,127 @@ fn without_cgroups_the_grader_says_so_and_a_fork_bomb_still_stops() {
         "a process outlived its run"
     );
 }
+
+/// A file's name, hostile for each place a name goes: the terminal (a window title, a screen
+/// cleared, the cursor sent to the table's first row), Markdown and HTML (a raw HTML block and a
+/// heading of its own), a spreadsheet (a formula at the start of a cell).
+const TERMINAL_NAME: &str = "z\x1b]0;pwned-title\x07\x1b[2J\x1b[1;1Hrow.rs";
+const MARKDOWN_NAME: &str = "notes\n\n<div>raw html</div>\n\n# You got full marks\n.md";
+const FORMULA_NAME: &str = "+cmd|' /C calc'!A0.txt";
+
+#[test]
+fn hostile_names_reach_every_report_escaped() {
+    if !sandbox_or_skip("hostile_names_reach_every_report_escaped") {
+        return;
+    }
+    let _one = serial();
+    let repo = fake_repo(&target());
+    let teacher = repo.path();
+    let outside = tempfile::tempdir().unwrap();
+    let class = outside.path().join("class");
+    let reports = outside.path().join("reports");
+    student(&class, "alice", teacher, Some(SOLUTION));
+    // Files never compiled, only listed as changed.
+    let mallory = student(&class, "mallory", teacher, Some(SOLUTION));
+    for name in [TERMINAL_NAME, MARKDOWN_NAME, FORMULA_NAME] {
+        write(&mallory.join(name), "x");
+    }
+    // A folder name that is a formula: the id in summary.csv.
+    student(&class, "=HYPERLINK(x)", teacher, Some(SOLUTION));
+
+    let out = grader(teacher, &target())
+        .arg("--class")
+        .arg(&class)
+        .arg("--reports")
+        .arg(&reports)
+        .args(["--jobs", "2", "--time-limit", "5"])
+        .output()
+        .unwrap();
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    // The terminal: no escape sequence, no bell, every name on its own line of the table.
+    assert!(
+        !shown.contains('\x1b') && !shown.contains('\x07'),
+        "{shown:?}"
+    );
+    assert!(shown.contains("zrow.rs"), "{shown}");
+    assert!(
+        !shown
+            .lines()
+            .any(|l| l.starts_with("# You got") || l.starts_with("<div>")),
+        "{shown}"
+    );
+
+    let summary = report(reports.join("summary.json"));
+    for name in ["alice", "mallory", "_HYPERLINK_x_"] {
+        assert_eq!(row(&summary, name)["total"], 4, "{name}: {summary}");
+    }
+    // JSON keeps the names exactly, escaped by its own rules.
+    let ignored = row(&summary, "mallory")["ignored_files"].to_string();
+    assert!(ignored.contains("# You got full marks"), "{ignored}");
+    assert!(ignored.contains("\\u001b]0;pwned-title"), "{ignored}");
+
+    // Markdown: the name is text, not a heading or an HTML block.
+    let md = std::fs::read_to_string(reports.join("students/mallory.md")).unwrap();
+    assert!(md.starts_with("# mallory: 4/4 points"), "{md}");
+    let headings: Vec<&str> = md.lines().filter(|l| l.starts_with("# ")).collect();
+    assert_eq!(headings, ["# mallory: 4/4 points"], "{md}");
+    assert!(
+        !md.lines().any(|l| l.trim_start().starts_with("# You got")),
+        "{md}"
+    );
+    assert!(!md.contains("<div>") && !md.contains('\x1b'), "{md}");
+    assert!(md.contains("You got full marks"), "{md}");
+    // HTML: escaped.
+    let html = std::fs::read_to_string(reports.join("students/mallory.html")).unwrap();
+    assert!(
+        !html.contains("<div>raw") && !html.contains('\x1b'),
+        "{html}"
+    );
+    assert!(html.contains("&lt;div&gt;raw html&lt;/div&gt;"), "{html}");
+
+    // CSV: no cell starts a formula (the ignored files' cell starts with the `+` file's name).
+    let csv = std::fs::read_to_string(reports.join("summary.csv")).unwrap();
+    assert!(!csv.contains('\x1b'), "{csv:?}");
+    let cells: Vec<&str> = csv
+        .lines()
+        .flat_map(|l| l.split(','))
+        .map(|c| c.trim_start_matches('"'))
+        .collect();
+    assert!(
+        !cells
+            .iter()
+            .any(|c| c.starts_with(['=', '+', '-', '@', '\t', '\r'])),
+        "{csv}"
+    );
+    assert!(csv.contains("'=HYPERLINK(x)"), "{csv}");
+    assert!(csv.contains("'+cmd|"), "{csv}");
+}
+
+#[test]
+fn folders_that_make_the_same_name_are_refused_with_both() {
+    let _one = serial();
+    let repo = fake_repo(&target());
+    let teacher = repo.path();
+    let outside = tempfile::tempdir().unwrap();
+    let class = outside.path().join("class");
+    let reports = outside.path().join("reports");
+    student(&class, "bob smith", teacher, Some(SOLUTION));
+    student(&class, "bob_smith", teacher, Some(STUB));
+    let out = grader(teacher, &target())
+        .arg("--class")
+        .arg(&class)
+        .arg("--reports")
+        .arg(&reports)
+        .args(["--unsafe-no-sandbox", "--time-limit", "3"])
+        .output()
+        .unwrap();
+    let shown = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("\"bob smith\"") && shown.contains("\"bob_smith\""),
+        "{shown}"
+    );
+    // Nobody graded, nobody renamed: no feedback that could go to the wrong student.
+    assert!(!reports.join("students").exists(), "{shown}");
+}

@@ -368,6 +368,68 @@ fn watch_regrades_on_save() {
     );
 }
 
+/// One save, one re-grade: the grade's own reads (cargo reading every source) and writes (the
+/// build output, the reports) are not saves. Counted by the report's rewrites: before the fix,
+/// one save of 01-4 re-graded 47 times in 25 s.
+#[test]
+fn watch_grades_once_per_save() {
+    let _one = serial();
+    let repo = fake_repo(&target());
+    let root = repo.path().to_path_buf();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .current_dir(&root)
+        .arg("--root")
+        .arg(&root)
+        .arg("--checksums")
+        .arg(root.join("crates/grader/checksums.txt"))
+        .args(["--watch", "--time-limit", "1"])
+        .env("CARGO_TARGET_DIR", target())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let report_path = root.join("target/grade/report.json");
+    let written = || {
+        std::fs::metadata(&report_path)
+            .and_then(|m| m.modified())
+            .ok()
+    };
+    for _ in 0..600 {
+        if written().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let first = written();
+    assert!(first.is_some(), "the first grade wrote no report");
+    std::fs::write(
+        root.join("exercises/01-basics/1-demo/src/demo.rs"),
+        SOLUTION,
+    )
+    .unwrap();
+    // Every rewrite of the report over the next seconds is one grade.
+    let mut seen = vec![first];
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < until {
+        let now = written();
+        if seen.last() != Some(&now) {
+            seen.push(now);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        seen.len(),
+        2,
+        "one save should be one re-grade, the report was written {} times after it",
+        seen.len() - 1
+    );
+    let graded = report(report_path);
+    assert_eq!(graded["points"], 4, "{graded}");
+}
+
 /// The sample reports the teachers' page of the book shows (`book/src/generated/grade-*`), from a
 /// real run on the throw-away repository with its timings zeroed; refresh with
 /// `WORKBOOK_BLESS=1 cargo test -p grader --test grade_cli`.

@@ -12,6 +12,7 @@
 use super::edge_check::{check_edges, neighbour_sums, BadEdge, EdgeError};
 use scenario::{Scenario, Shown};
 use workbook::candle_core::{DType, Device, Tensor};
+use workbook::ledger::Ledger;
 use workbook::sim_device::SimErrors;
 use workbook::{Placement, UncheckedGraph};
 
@@ -276,9 +277,11 @@ fn passes_good_graphs_and_refuses_bad_layouts() {
         let (dims, dtype) = (index.dims().to_vec(), index.dtype());
         match got {
             Err(EdgeError::Layout { dims: d, dtype: t }) if d == dims && t == dtype => {}
-            other => panic!(
-                "check_edges, {what} ({dtype:?} {dims:?}): should be refused with EdgeError::Layout {{ dims: {dims:?}, dtype: {dtype:?} }}: an edge index is [2, num_edges] of i64 or u32 ids; got {:?}",
-                other.err()
+            Ok(()) => panic!(
+                "check_edges accepted {what} ({dtype:?} {dims:?}), a bad edge index: it should be refused with EdgeError::Layout {{ dims: {dims:?}, dtype: {dtype:?} }} (an edge index is [2, num_edges] of i64 or u32 ids)"
+            ),
+            Err(e) => panic!(
+                "check_edges, {what} ({dtype:?} {dims:?}): should be refused with EdgeError::Layout {{ dims: {dims:?}, dtype: {dtype:?} }} (an edge index is [2, num_edges] of i64 or u32 ids), not with {e:?}: {e}"
             ),
         }
     }
@@ -291,10 +294,21 @@ fn a_bad_graph_leaves_the_device_usable() {
     let cases = bad_graphs(&s, &mut rng);
     // One id exactly num_nodes in the target row; a negative id; the run's mix.
     for (what, rows, num_nodes, want) in [&cases[1], &cases[2], &cases[4]] {
-        let gpu = accelerator(&s);
+        let ledger = Ledger::new();
+        let gpu = accelerator(&s).with_ledger(&ledger);
         let x = features(&mut rng, *num_nodes, 3);
         let got = neighbour_sums(&graph(&x, i64_index(rows)), &gpu);
         s.observe(format!("neighbour_sums: {what}"), &answer(&got));
+        // Refused on the host means before any of it is copied: a bad graph's copy is wasted
+        // (a large graph's, seconds and memory), and on the device its ids are one kernel away.
+        let device = gpu.to_string();
+        let copied: Vec<String> = ledger
+            .transfers()
+            .into_iter()
+            .filter(|t| t.to == device)
+            .map(|t| t.what)
+            .collect();
+        s.observe(format!("copies to the device: {what}"), &copied);
         let after = gpu.synchronize().map_err(|e| e.to_string());
         s.observe(format!("the device after it: {what}"), &Shown(&after));
         assert_refused(
@@ -313,6 +327,10 @@ fn a_bad_graph_leaves_the_device_usable() {
         assert_eq!(
             faults, 0,
             "neighbour_sums on {gpu} refused {what}, but a kernel met the bad id first ({faults} fault(s) recorded; a reset hides the state, not the fault). Check on the host, before any kernel"
+        );
+        assert!(
+            copied.is_empty(),
+            "neighbour_sums on {gpu} refused {what}, but only after copying it to the device ({copied:?}): check the ids on the host, before any of the graph reaches the device"
         );
         // A later copy to the device works too.
         let good = [vec![0i64], vec![0i64]];

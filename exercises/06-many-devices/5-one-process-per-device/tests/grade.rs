@@ -243,10 +243,16 @@ fn each_epoch_shuffles_anew() {
     s.observe("the same epoch, the same shards", &again);
     let other_run = epoch_layout(&seeds, world_size, first, run_seed ^ 0x5eed) != layouts[0];
     s.observe("another run seed, other shards", &other_run);
+    let repeats: Vec<String> = anew
+        .iter()
+        .zip(first + 1..)
+        .filter(|(a, _)| !**a)
+        .map(|(_, e)| format!("epoch {e} repeats epoch {}", e - 1))
+        .collect();
     assert!(
-        anew.iter().all(|&a| a),
-        "epochs {first} to {} over {world_size} ranks: each epoch's shards must come from a new shuffle (the epoch goes into it, as PyTorch's set_epoch), but some epoch repeats the one before: {anew:?}",
-        first + 3
+        repeats.is_empty(),
+        "over {world_size} ranks, {}: every rank got the same seeds in the same order as the epoch before, so every epoch trains on the same batches. Each epoch's shards must come from a new shuffle: the epoch goes into it (PyTorch's sampler.set_epoch(epoch))",
+        repeats.join(", ")
     );
     assert!(
         again,
@@ -255,6 +261,183 @@ fn each_epoch_shuffles_anew() {
     assert!(
         other_run,
         "another run seed must shuffle otherwise (the run seed goes into the shuffle)"
+    );
+}
+
+/// The gradient of seed `id`'s loss for element `i` of parameter `p`: a value of the challenge
+/// (`key`; a multiple of 1/64 in -8..8), so that a batch's gradient tells which seeds it holds.
+fn seed_gradient(key: u64, id: u32, p: usize, i: usize) -> f32 {
+    let mut x = key ^ (u64::from(id) << 32) ^ ((p as u64) << 24) ^ i as u64;
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    ((x % 1024) as f32 - 512.0) / 64.0
+}
+
+#[test]
+fn two_epochs_step_by_step() {
+    // What the section promises, run the way a training loop runs it: each rank takes its shard
+    // of the epoch, steps through it in batches and averages every step's gradients with the
+    // other ranks'; near the end of an epoch a rank may have no batch left. Every step's average
+    // must be the gradient over that step's seeds of all ranks (idle ranks included), and the
+    // second epoch's batches must not be the first's (without the epoch in the shuffle,
+    // PyTorch's forgotten set_epoch, every epoch trains on the same batches). Only what holds
+    // of any right shuffle is observed: whether each epoch holds every seed once, the number of
+    // steps, and the epoch's averages weighted by their steps' seeds, summed (the gradient of
+    // all the seeds).
+    let s = scenario::start();
+    assert_written_not_called(&s);
+    let model = small_model(&s);
+    let n = s.pick("world size", 2..5);
+    let batch = s.pick("batch size", 3..9);
+    // Shards of `full` batches and, for some ranks, one seed more: every right split leaves the
+    // last step with ranks that have no batch.
+    let full = s.pick("full batches per shard", 3..7);
+    let count = n * full * batch + s.pick("shards with one seed more", 1..n);
+    let seeds = node_ids(&s, "seed", count);
+    let first = s.pick("first epoch", 0..1000) as u64;
+    let run_seed = s.seed("run");
+    let key = s.seed("each seed's gradient");
+    let device = first_device(&s);
+    let replicas: Vec<Model> = (0..n)
+        .map(|rank| model.to_device(Placement::sim(device + rank)).unwrap())
+        .collect();
+    let sizes: Vec<usize> = model
+        .named_parameters()
+        .iter()
+        .map(|(_, p)| p.elem_count())
+        .collect();
+    let shapes: Vec<Vec<usize>> = model
+        .named_parameters()
+        .iter()
+        .map(|(_, p)| p.dims().to_vec())
+        .collect();
+    // A batch's summed-loss gradient, on the host, per parameter.
+    let batch_sum = |ids: &[u32]| -> Vec<Vec<f32>> {
+        (0..sizes.len())
+            .map(|p| {
+                (0..sizes[p])
+                    .map(|i| ids.iter().map(|&id| seed_gradient(key, id, p, i)).sum())
+                    .collect()
+            })
+            .collect()
+    };
+    let mut all_sorted = seeds.clone();
+    all_sorted.sort_unstable();
+    let mut epochs_batches: Vec<Vec<Vec<Vec<u32>>>> = Vec::new();
+    for epoch in [first, first + 1] {
+        let shards: Vec<Vec<u32>> = (0..n)
+            .map(|rank| {
+                shard(&seeds, rank, n, epoch, run_seed).unwrap_or_else(|e| {
+                    panic!("shard(rank {rank} of {n}, epoch {epoch}) failed: {e}")
+                })
+            })
+            .collect();
+        let mut taken = shards.concat();
+        taken.sort_unstable();
+        let once = taken == all_sorted;
+        s.observe(
+            format!("epoch {epoch}: every seed in one shard, once"),
+            &once,
+        );
+        assert!(
+            once,
+            "epoch {epoch}: the {n} ranks' shards of {count} seeds must hold every seed exactly once"
+        );
+        let steps = shards
+            .iter()
+            .map(|sh| sh.len().div_ceil(batch))
+            .max()
+            .unwrap_or(0);
+        s.observe(format!("epoch {epoch}: steps of {batch} seeds"), &steps);
+        let mut weighted: Vec<Vec<f64>> = sizes.iter().map(|&k| vec![0.0; k]).collect();
+        let mut batches_of_epoch = Vec::new();
+        for step in 0..steps {
+            let batches: Vec<Vec<u32>> = shards
+                .iter()
+                .map(|sh| sh.iter().skip(step * batch).take(batch).copied().collect())
+                .collect();
+            let mut locals = Vec::new();
+            let mut host: Vec<HostGradients> = Vec::new();
+            for (rank, ids) in batches.iter().enumerate() {
+                if ids.is_empty() {
+                    locals.push(None);
+                    host.push(None);
+                    continue;
+                }
+                let summed = batch_sum(ids);
+                let at = Placement::sim(device + rank);
+                let grads = model
+                    .named_parameters()
+                    .iter()
+                    .zip(&summed)
+                    .zip(&shapes)
+                    .map(|(((name, _), v), shape)| {
+                        let t = Tensor::from_vec(v.clone(), shape.as_slice(), at.device());
+                        (name.clone(), t.unwrap())
+                    })
+                    .collect();
+                locals.push(Some(LocalGradients {
+                    seeds: ids.len(),
+                    grads,
+                }));
+                host.push(Some((ids.len(), summed)));
+            }
+            let outcomes = run_ranks(&replicas, &locals);
+            let step_seeds: usize = batches.iter().map(Vec::len).sum();
+            let label = format!(
+                "epoch {epoch}, step {step} (batches of {:?} seeds)",
+                batches.iter().map(Vec::len).collect::<Vec<_>>()
+            );
+            for (rank, outcome) in outcomes.iter().enumerate() {
+                let got = match &outcome.result {
+                    Ok(got) => got,
+                    Err(e) => panic!("{label}: rank {rank}'s average_gradients failed: {e} (a rank without a batch must still join the all-reduce)"),
+                };
+                assert_eq!(
+                    got.len(),
+                    sizes.len(),
+                    "{label}: rank {rank} must return one gradient per parameter"
+                );
+                for (p, (name, t)) in got.iter().enumerate() {
+                    let v = values(t);
+                    if let Some(problem) = differs(&v, &expected(&host, p)) {
+                        panic!("{label}: rank {rank}'s average of {name} is not the step's gradients summed over the ranks and divided by the step's {step_seeds} seeds: {problem}");
+                    }
+                    if rank == 0 {
+                        for (w, x) in weighted[p].iter_mut().zip(&v) {
+                            *w += f64::from(*x) * step_seeds as f64;
+                        }
+                    }
+                }
+            }
+            batches_of_epoch.push(
+                batches
+                    .into_iter()
+                    .map(|mut b| {
+                        b.sort_unstable();
+                        b
+                    })
+                    .collect(),
+            );
+        }
+        for (p, (name, _)) in model.named_parameters().iter().enumerate() {
+            let w: Vec<f32> = weighted[p].iter().map(|&x| x as f32).collect();
+            s.observe_within(
+                format!("epoch {epoch}: {name}, the steps' averages times their seeds, summed"),
+                &digest(&w),
+                SAME_DIGEST,
+            );
+        }
+        epochs_batches.push(batches_of_epoch);
+    }
+    let same = epochs_batches[0] == epochs_batches[1];
+    s.observe("the second epoch's batches are the first's", &same);
+    assert!(
+        !same,
+        "epochs {first} and {}: every rank's batches are the same in both, step by step, so every epoch trains on the same batches. The epoch must go into the shuffle (PyTorch's sampler.set_epoch(epoch))",
+        first + 1
     );
 }
 
