@@ -155,7 +155,13 @@ fn teacher_files(root: &Path) -> Result<BTreeSet<String>> {
 }
 
 const TEACHERS_PAGE: &str = "book/src/teachers.md";
-const TEACHERS_NOTE: &str = "# For teachers\n\nThis page (handing out the exercises, grading a class, the reports' formats) is in\nthe teacher's copy of the workbook. You grade yourself with `cargo grade`; see\n[exercises/README.md](../../exercises/README.md).\n";
+/// The teachers' pages after the first (`book/src/teachers-1-....md`, ...): left out of the
+/// handout, with their lines in the book's table of contents.
+const TEACHERS_SUBPAGE: &str = "book/src/teachers-";
+const BOOK_SUMMARY: &str = "book/src/SUMMARY.md";
+/// The book's page checks (crates/workbook/tests/book/pages.rs) know a page with this marker as
+/// the handout's note: no learner's structure, any anchor into it accepted.
+const TEACHERS_NOTE: &str = "# For teachers\n\n<!-- handout-note -->\n\nThis page (handing out the exercises, grading a class, the reports' formats) is in\nthe teacher's copy of the workbook. You grade yourself with `cargo grade`; see\n[exercises/README.md](../../exercises/README.md).\n";
 const STUDENT_CI: &str = "#!/usr/bin/env bash\n# CI of your copy of the workbook: the library's tests, then your grade (cargo grade exits\n# with 1 until every exercise has full marks; its report is target/grade/report.json).\nset -euo pipefail\ncd \"$(dirname \"$0\")/..\"\ncargo test\ncargo grade\n";
 
 /// What to make.
@@ -251,6 +257,8 @@ fn fill(catalog: &Catalog, dest: &Path, kind: Kind) -> Result<Made> {
             Some("hidden tests")
         } else if rel == "crates/grader/checksums.txt" {
             Some("made anew for the handout")
+        } else if is_teachers_subpage(&rel) {
+            Some("the teachers' pages")
         } else {
             None
         };
@@ -360,6 +368,13 @@ fn top(rel: &str) -> String {
     }
 }
 
+/// A teachers' page after the first (`book/src/teachers-1-grading-a-class.md`).
+fn is_teachers_subpage(rel: &str) -> bool {
+    rel.starts_with(TEACHERS_SUBPAGE)
+        && rel.ends_with(".md")
+        && !rel[TEACHERS_SUBPAGE.len()..].contains('/')
+}
+
 fn transform(rel: &str, bytes: Vec<u8>, kind: Kind) -> Vec<u8> {
     if rel == TEACHERS_PAGE {
         return TEACHERS_NOTE.as_bytes().to_vec();
@@ -367,6 +382,18 @@ fn transform(rel: &str, bytes: Vec<u8>, kind: Kind) -> Vec<u8> {
     let Ok(text) = String::from_utf8(bytes.clone()) else {
         return bytes;
     };
+    if rel == BOOK_SUMMARY {
+        // The teachers' sub-pages are left out; so are their entries (mdBook would make them).
+        let mut kept: String = text
+            .lines()
+            .filter(|l| !l.contains("](teachers-"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        if !text.ends_with('\n') {
+            kept.pop();
+        }
+        return kept.into_bytes();
+    }
     let text = if rel == "Cargo.toml" {
         text.lines()
             .filter(|l| {
@@ -459,7 +486,7 @@ impl Sources {
         let Some(rel) = candidates.iter().find(|p| self.root.join(p).is_file()) else {
             return Origin::Unknown;
         };
-        if rel == Path::new(TEACHERS_PAGE) {
+        if rel == Path::new(TEACHERS_PAGE) || is_teachers_subpage(&rel.to_string_lossy()) {
             return Origin::Teacher;
         }
         let path = self.root.join(rel);
@@ -704,10 +731,17 @@ mod tests {
             "book/src/intro.md",
             "# Intro\n\nEveryone reads this paragraph.\n\n<!-- teacher-only -->\nThe answer key is in\nthe solutions folder.\n<!-- /teacher-only -->\n\nInline <!-- teacher-only -->secret key<!-- /teacher-only --> text.\n",
         );
-        write("book/src/SUMMARY.md", "- [For teachers](teachers.md)\n");
+        write(
+            "book/src/SUMMARY.md",
+            "- [For teachers](teachers.md)\n    - [Teachers 1: grading](teachers-1-grading.md)\n",
+        );
         write(
             "book/src/teachers.md",
             "# For teachers\n\nGrade with the judge.\n",
+        );
+        write(
+            "book/src/teachers-1-grading.md",
+            "# Teachers 1: grading\n\nRecord the expected values first.\n",
         );
         write(
             "notebooks/01.ipynb",
@@ -716,7 +750,7 @@ mod tests {
         dir
     }
 
-    const BOOK_PO: &str = "msgid \"\"\nmsgstr \"\"\n\"Language: zh_CN\\n\"\n\n#: src/intro.md\nmsgid \"Intro\"\nmsgstr \"简介\"\n\n#: src/intro.md\nmsgid \"Everyone reads this paragraph.\"\nmsgstr \"人人都读这一段。\"\n\n#: src/intro.md\nmsgid \"\"\n\"The answer key is in the \"\n\"solutions folder.\"\nmsgstr \"答案在 solutions 文件夹中。\"\n\n#: src/intro.md\nmsgid \"Inline <!-- teacher-only -->secret key<!-- /teacher-only --> text.\"\nmsgstr \"行内<!-- teacher-only -->密钥<!-- /teacher-only -->文字。\"\n\n#: src/SUMMARY.md src/teachers.md\nmsgid \"For teachers\"\nmsgstr \"写给教师\"\n\n#: src/teachers.md\nmsgid \"Grade with the judge.\"\nmsgstr \"用评判器评分。\"\n\n#: src/teachers.md\nmsgid \"Mark passages with `<!-- teacher-only -->` and `<!-- /teacher-only -->`; answers are in `solutions/`.\"\nmsgstr \"用标记标出段落；答案在 `solutions/` 中。\"\n\n#~ msgid \"An old teacher-only message\"\n#~ msgstr \"旧的\"\n";
+    const BOOK_PO: &str = "msgid \"\"\nmsgstr \"\"\n\"Language: zh_CN\\n\"\n\n#: src/intro.md\nmsgid \"Intro\"\nmsgstr \"简介\"\n\n#: src/intro.md\nmsgid \"Everyone reads this paragraph.\"\nmsgstr \"人人都读这一段。\"\n\n#: src/intro.md\nmsgid \"\"\n\"The answer key is in the \"\n\"solutions folder.\"\nmsgstr \"答案在 solutions 文件夹中。\"\n\n#: src/intro.md\nmsgid \"Inline <!-- teacher-only -->secret key<!-- /teacher-only --> text.\"\nmsgstr \"行内<!-- teacher-only -->密钥<!-- /teacher-only -->文字。\"\n\n#: src/SUMMARY.md src/teachers.md\nmsgid \"For teachers\"\nmsgstr \"写给教师\"\n\n#: src/teachers.md\nmsgid \"Grade with the judge.\"\nmsgstr \"用评判器评分。\"\n\n#: src/teachers-1-grading.md\nmsgid \"Record the expected values first.\"\nmsgstr \"先记录期望值。\"\n\n#: src/teachers.md\nmsgid \"Mark passages with `<!-- teacher-only -->` and `<!-- /teacher-only -->`; answers are in `solutions/`.\"\nmsgstr \"用标记标出段落；答案在 `solutions/` 中。\"\n\n#~ msgid \"An old teacher-only message\"\n#~ msgstr \"旧的\"\n";
 
     #[test]
     fn catalogues_lose_the_teacher_only_messages() {
@@ -733,6 +767,7 @@ mod tests {
             "answer key",
             "答案",
             "用评判器",
+            "期望值",
             "旧的",
             "secret",
             "密钥",
@@ -744,7 +779,38 @@ mod tests {
             po.contains("msgid \"Inline text.\"\nmsgstr \"行内文字。\""),
             "{po}"
         );
-        assert_eq!(dropped, 5, "{po}");
+        assert_eq!(dropped, 6, "{po}");
+    }
+
+    #[test]
+    fn the_teachers_pages_become_one_note() {
+        assert!(is_teachers_subpage("book/src/teachers-1-grading.md"));
+        assert!(!is_teachers_subpage("book/src/teachers.md"));
+        assert!(!is_teachers_subpage("book/src/teachers-1/x.md"));
+        let note = transform(
+            "book/src/teachers.md",
+            b"# For teachers\n\nsecret".to_vec(),
+            Kind::Handout {
+                classroom_workflow: false,
+            },
+        );
+        let note = String::from_utf8(note).unwrap();
+        assert!(
+            note.contains("<!-- handout-note -->") && !note.contains("secret"),
+            "{note}"
+        );
+        let summary = "- [Intro](intro.md)\n- [For teachers](teachers.md)\n    - [Teachers 1: grading](teachers-1-grading.md)\n";
+        let summary = transform(
+            "book/src/SUMMARY.md",
+            summary.as_bytes().to_vec(),
+            Kind::Handout {
+                classroom_workflow: false,
+            },
+        );
+        assert_eq!(
+            String::from_utf8(summary).unwrap(),
+            "- [Intro](intro.md)\n- [For teachers](teachers.md)\n"
+        );
     }
 
     #[test]

@@ -87,6 +87,12 @@ const MAX_WORDS: usize = 3000;
 const WORDS_PER_MINUTE: usize = 180;
 
 const GLOSSARY: &str = "glossary.md";
+/// The mark of the students' handout's note that stands for the teachers' pages
+/// (`cargo grade --make-handout`, crates/grader/src/handout_export.rs): a note, not a learner's
+/// page, and any anchor into it is accepted (the teacher's copy has the headings).
+const HANDOUT_NOTE: &str = "<!-- handout-note -->";
+/// What [`anchors`] gives a handout note: every anchor.
+const ANY_ANCHOR: &str = "*";
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -1014,13 +1020,19 @@ fn read_book(problems: &mut Vec<String>) -> Book {
     let anchors = pages
         .iter()
         .map(|p| {
-            (
-                p.name.clone(),
-                anchors(&blank_code(&p.text), &|t| t.to_string()),
-            )
+            let mut ids = anchors(&blank_code(&p.text), &|t| t.to_string());
+            if is_handout_note(p) {
+                ids.insert(ANY_ANCHOR.to_string());
+            }
+            (p.name.clone(), ids)
         })
         .collect();
     Book { pages, anchors }
+}
+
+/// A page the students' handout replaced by its note.
+fn is_handout_note(page: &Page) -> bool {
+    page.text.contains(HANDOUT_NOTE)
 }
 
 /// Checks one link target found in `from` (a file whose folder is `dir`, relative to the repo).
@@ -1069,7 +1081,7 @@ fn check_target(
         return;
     };
     if let Some(anchor) = anchor.filter(|a| !a.is_empty()) {
-        if !ids.contains(anchor) {
+        if !ids.contains(anchor) && !ids.contains(ANY_ANCHOR) {
             problems.push(format!(
                 "{from}: link to {target}: {page} has no anchor #{anchor}"
             ));
@@ -1257,7 +1269,11 @@ fn explicit_ids(text: &str) -> BTreeSet<String> {
 fn every_page_is_one_a_learner_can_finish() {
     let mut problems = Vec::new();
     let book = read_book(&mut problems);
-    for page in book.pages.iter().filter(|p| p.name != GLOSSARY) {
+    for page in book
+        .pages
+        .iter()
+        .filter(|p| p.name != GLOSSARY && !is_handout_note(p))
+    {
         problems.extend(structure_problems(page));
         let lines: Vec<&str> = page.text.lines().collect();
         for (id, form, line) in unlinked_first_uses(&page.text) {
@@ -1390,7 +1406,13 @@ fn zh_cn_translations_keep_links_and_ids() {
     let mut zh_anchors: HashMap<String, HashSet<String>> = book
         .pages
         .iter()
-        .map(|p| (p.name.clone(), anchors(&blank_code(&p.text), &translate)))
+        .map(|p| {
+            let mut ids = anchors(&blank_code(&p.text), &translate);
+            if is_handout_note(p) {
+                ids.insert(ANY_ANCHOR.to_string());
+            }
+            (p.name.clone(), ids)
+        })
         .collect();
     for m in &po {
         for id in segments(&m.msgstr)
@@ -1449,7 +1471,7 @@ fn zh_cn_translations_keep_links_and_ids() {
             for page in pages {
                 // Links out of the book (notebooks, exercises) are the English link check's.
                 if let Some(ids) = zh_anchors.get(&page) {
-                    if !ids.contains(anchor) {
+                    if !ids.contains(anchor) && !ids.contains(ANY_ANCHOR) {
                         problems.push(format!(
                             "{what}: link to {t}: the zh-CN {page} has no anchor #{anchor} \
                              (give the heading an explicit {{#id}})"
@@ -1475,10 +1497,17 @@ fn no_listing_or_output_is_lost() {
         .iter()
         .flat_map(|p| p.includes.iter().map(String::as_str))
         .collect();
+    // In the students' handout the teachers' pages are a note: their listings are not there.
+    let handout = book.pages.iter().any(is_handout_note);
     let mut entries = BTreeMap::new();
+    let mut teachers_section = false;
     for (n, line) in list.lines().enumerate() {
         let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
+        if let Some(section) = line.strip_prefix('#') {
+            teachers_section = section.trim().starts_with("teachers");
+            continue;
+        }
+        if line.is_empty() || (handout && teachers_section) {
             continue;
         }
         let (key, note) = match line.split_once(" | ") {
