@@ -240,6 +240,12 @@ impl<'a> Grading<'a> {
                     }
                     Observed::Ran(run) => {
                         let log = Log::parse(&run.log.bytes);
+                        if let Some(tampered) = log.tampered() {
+                            return Err(GradeError::Reference(format!(
+                                "{} {}: the reference solution's log cannot be judged against ({tampered}): a scenario must record each key once, before its end",
+                                exercise.id, spec.name
+                            )));
+                        }
                         if !log.done {
                             let (_, why) = judge::verdict(&path, &finished_log(), &run);
                             return Err(GradeError::Reference(format!(
@@ -250,6 +256,14 @@ impl<'a> Grading<'a> {
                         log
                     }
                 };
+                if let Some(why) =
+                    judge::source_checks(spec, |file| submitted(&slot, exercise, file))
+                {
+                    return Err(GradeError::Reference(format!(
+                        "{} {}: the reference solution fails the judge's own check of its source, so every student would: {why}",
+                        exercise.id, spec.name
+                    )));
+                }
                 logs.insert(spec.name.clone(), log);
             }
             progress.line(&format!("  {} recorded", exercise.id));
@@ -312,10 +326,24 @@ impl<'a> Grading<'a> {
     ) -> Result<ExerciseOutcome> {
         let started = Instant::now();
         progress.header(exercise);
+        // The source files as submitted, checked before any of the student's code runs (it
+        // cannot change the slot, which it sees read-only, but nothing it did could matter here).
+        let source_failures: Vec<Option<String>> = exercise
+            .spec
+            .tests
+            .iter()
+            .map(|spec| judge::source_checks(spec, |file| submitted(slot, exercise, file)))
+            .collect();
         let observed = self.observe(slot, exercise, self.expected.challenge, reference)?;
         let mut tests = Vec::new();
         let mut compile_error = None;
-        for (spec, (path, what)) in exercise.spec.tests.iter().zip(observed) {
+        for ((spec, (path, what)), source_failure) in exercise
+            .spec
+            .tests
+            .iter()
+            .zip(observed)
+            .zip(source_failures)
+        {
             let (status, message, ms) = match what {
                 Observed::NotBuilt(errors) => {
                     let first = compile::first_error(&errors);
@@ -352,6 +380,11 @@ impl<'a> Grading<'a> {
                     let (status, message) = judge::verdict(&path, reference, &run);
                     (status, message, run.wall.as_millis() as u64)
                 }
+            };
+            // A source check the judge made itself decides whatever the run recorded.
+            let (status, message) = match source_failure {
+                Some(why) if status != Status::CompileError => (Status::Failed, why),
+                _ => (status, message),
             };
             progress.test_done(&spec.name, status, spec.points, ms);
             tests.push(TestOutcome::of(spec, status, message, ms));
@@ -527,6 +560,13 @@ impl<'a> Grading<'a> {
         }
         Ok(observed)
     }
+}
+
+/// `file` (relative to the exercise crate) as the slot holds it: the submitted file, or the
+/// handout's where the submission has none.
+fn submitted(slot: &Slot, exercise: &Exercise, file: &str) -> Option<String> {
+    let path = slot.tree.join("exercises").join(&exercise.path).join(file);
+    std::fs::read_to_string(path).ok()
 }
 
 /// The crate root the judge writes beside an exercise's `lib.rs` when it has hidden tests.

@@ -323,7 +323,7 @@ pub fn run(grading: &Grading, report: &Path, progress: &Progress) -> anyhow::Res
     );
     if !forgeable.is_empty() {
         println!(
-            "{} graded tests observe nothing that depends on the challenge, so a student could write their observations without doing the work: {}",
+            "{} graded values are the same under two challenges, so a student's code could write them into the judge's log without doing the work (make each depend on the challenge, or check the source in exercise.toml's [[test.source]]): {}",
             forgeable.len(),
             forgeable.join(", ")
         );
@@ -336,9 +336,11 @@ pub fn run(grading: &Grading, report: &Path, progress: &Progress) -> anyhow::Res
 pub struct WrongReport {
     /// The references, then the known-wrong solutions.
     pub rows: Vec<WrongOutcome>,
-    /// Graded tests (`01-1 name`) whose reference observations are the same under the two
-    /// challenges of [`CHECK_CHALLENGES`]: their values could be written down in advance. Tests
-    /// judged by the compiler (`build_only`) are not listed.
+    /// Graded values (`01-1 name: key`) whose reference observations are the same under the two
+    /// challenges of [`CHECK_CHALLENGES`]: they could be written down in advance, and a student's
+    /// code in the test's process can write them into the judge's log. Tests judged by the
+    /// compiler (`build_only`) are not listed, nor checks of the source (`[[test.source]]`),
+    /// which the judge makes itself.
     pub challenge_independent: Vec<String>,
 }
 
@@ -347,8 +349,9 @@ pub struct WrongReport {
 /// only a little (one of four choices) would otherwise pass or fail it by chance.
 pub const CHECK_CHALLENGES: (u64, u64) = (1, 2);
 
-/// Records the references under [`CHECK_CHALLENGES`] and lists the tests whose observations are
-/// the same under both.
+/// Records the references under [`CHECK_CHALLENGES`] and lists every graded value (test and key)
+/// that is the same under both: no such key may be graded from a log, since the student's code
+/// can write any record into it (see [`scenario::protocol`]).
 fn challenge_independent(grading: &Grading, progress: &Progress) -> anyhow::Result<Vec<String>> {
     let one = grading.record(CHECK_CHALLENGES.0, progress)?;
     let other = grading.record(CHECK_CHALLENGES.1, progress)?;
@@ -361,8 +364,8 @@ fn challenge_independent(grading: &Grading, progress: &Progress) -> anyhow::Resu
             ) else {
                 continue;
             };
-            if a.differing_keys(b).is_empty() {
-                same.push(format!("{} {}", exercise.id, spec.name));
+            for key in a.same_keys(b) {
+                same.push(format!("{} {}: {key}", exercise.id, spec.name));
             }
         }
     }

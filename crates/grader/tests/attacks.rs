@@ -529,3 +529,158 @@ fn without_a_sandbox_class_grading_refuses_unless_told_otherwise() {
         .unwrap()
         .contains("WITHOUT A SANDBOX"));
 }
+
+/// The demo's `adds` observing two values (so that a record can be forged between the test's
+/// own), and a check of the source the judge makes itself: the library's `combine` is the
+/// answer, not to be called.
+fn with_two_sums_and_a_source_check(teacher: &Path) {
+    let ex = teacher.join("exercises/01-basics/1-demo");
+    write(
+        &ex.join("tests/grade.rs"),
+        &GRADE_RS.replace(
+            "    s.observe(\"sum\", &sum);\n",
+            "    s.observe(\"sum\", &sum);\n    let more = add(a, 4);\n    s.observe(\"sum with 4\", &more);\n",
+        ),
+    );
+    write(
+        &ex.join("exercise.toml"),
+        &TOML.replace(
+            "name = \"adds\"\npoints = 2\n",
+            "name = \"adds\"\npoints = 2\n\n[[test.source]]\nfile = \"src/demo.rs\"\nforbid = { names = [\"combine\"] }\nmessage = \"{file} calls the library's {found}: write the sum yourself\"\n",
+        ),
+    );
+    let out = grade(teacher, &target(), &["--update-checksums"]);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+/// Appends `lines` to the judge's log, wherever the process finds it (descriptor 3: the
+/// protocol's number is public).
+const WRITE_LOG: &str = r#"
+fn write_log(lines: &str) {
+    use std::io::Write;
+    if let Ok(mut log) = std::fs::OpenOptions::new().append(true).open("/proc/self/fd/3") {
+        let _ = log.write_all(lines.as_bytes());
+    }
+}
+pub fn wait(n: u32) -> u32 { n }
+pub fn careful(n: u32) -> u32 { 7 * n }
+"#;
+
+/// The issue's attack: right values from the forbidden library call, and, before the test
+/// records anything, the value a source check used to record and the end marker.
+const FORGED_SOURCE_KEY: &str = r#"
+pub fn add(a: i32, b: i32) -> i32 {
+    write_log("{\"observe\":{\"key\":\"library calls in src/demo.rs\",\"value\":[]}}\n\"done\"\n");
+    mathlib::combine(a, -b)
+}
+"#;
+
+/// The right sum forged before the test records its own (wrong) one.
+const FORGED_BEFORE: &str = r#"
+pub fn add(a: i32, b: i32) -> i32 {
+    let key = if b == 3 { "sum" } else { "sum with 4" };
+    write_log(&format!("{{\"observe\":{{\"key\":\"{key}\",\"value\":{}}}}}\n", a + b));
+    a - b
+}
+"#;
+
+/// Honest for the first value; the second forged between the test's own records.
+const FORGED_BETWEEN: &str = r#"
+pub fn add(a: i32, b: i32) -> i32 {
+    if b == 3 {
+        return a + b;
+    }
+    write_log(&format!("{{\"observe\":{{\"key\":\"sum with 4\",\"value\":{}}}}}\n", a + b));
+    a * b
+}
+"#;
+
+/// Right sums, then records written after the scenario's end, from a function that runs when
+/// the process exits (after the test has recorded everything and its end): a judge that took
+/// the last record of a key would let them rewrite the test's.
+const FORGED_AFTER: &str = r#"
+static RIGHT: std::sync::Mutex<Vec<(&str, i32)>> = std::sync::Mutex::new(Vec::new());
+pub fn add(a: i32, b: i32) -> i32 {
+    let key = if b == 3 { "sum" } else { "sum with 4" };
+    RIGHT.lock().unwrap().push((key, a + b));
+    a + b
+}
+#[used]
+#[link_section = ".fini_array"]
+static FIX: extern "C" fn() = {
+    extern "C" fn fix() {
+        let right = RIGHT.lock().map(|r| r.clone()).unwrap_or_default();
+        for (key, value) in right {
+            write_log(&format!("{{\"observe\":{{\"key\":\"{key}\",\"value\":{value}}}}}\n"));
+        }
+    }
+    fix
+};
+"#;
+
+#[test]
+fn records_forged_in_the_tests_process_gain_nothing() {
+    if !sandbox_or_skip("records_forged_in_the_tests_process_gain_nothing") {
+        return;
+    }
+    let _one = serial();
+    let repo = fake_repo(&target());
+    let teacher = repo.path();
+    with_two_sums_and_a_source_check(teacher);
+    let outside = tempfile::tempdir().unwrap();
+    let class = outside.path().join("class");
+    let reports = outside.path().join("reports");
+    student(&class, "alice", teacher, Some(SOLUTION));
+    let forged = |code: &str| format!("{WRITE_LOG}{code}");
+    student(
+        &class,
+        "m-source-key",
+        teacher,
+        Some(&forged(FORGED_SOURCE_KEY)),
+    );
+    student(
+        &class,
+        "m-library",
+        teacher,
+        Some(&forged(
+            "pub fn add(a: i32, b: i32) -> i32 { mathlib::combine(a, -b) }\n",
+        )),
+    );
+    student(&class, "m-before", teacher, Some(&forged(FORGED_BEFORE)));
+    student(&class, "m-between", teacher, Some(&forged(FORGED_BETWEEN)));
+    student(&class, "m-after", teacher, Some(&forged(FORGED_AFTER)));
+    let out = grader(teacher, &target())
+        .arg("--class")
+        .arg(&class)
+        .arg("--reports")
+        .arg(&reports)
+        .args(["--jobs", "2", "--time-limit", "10"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary = report(reports.join("summary.json"));
+    let points = |name: &str| row(&summary, name)["total"].as_u64().unwrap();
+    let adds = |name: &str| {
+        let r = report(reports.join(format!("students/{name}.json")));
+        let t = test_named(&r, "adds");
+        (
+            t["status"].as_str().unwrap().to_string(),
+            t["message"].as_str().unwrap().to_string(),
+        )
+    };
+    // The honest classmate keeps full marks under the judge's source check.
+    assert_eq!(points("alice"), 4, "{summary}");
+    // Each forger keeps what its honest functions earn (wait, careful) and loses `adds`.
+    for (cheat, why) in [
+        ("m-source-key", "calls the library's combine"),
+        ("m-library", "calls the library's combine"),
+        ("m-before", "`sum` was recorded more than once"),
+        ("m-between", "`sum with 4` was recorded more than once"),
+        ("m-after", "came after the scenario's end"),
+    ] {
+        assert_eq!(points(cheat), 2, "{cheat}: {summary}");
+        let (status, message) = adds(cheat);
+        assert_eq!(status, "failed", "{cheat}: {message}");
+        assert!(message.contains(why), "{cheat}: {message}");
+    }
+}

@@ -736,7 +736,7 @@ fn known_wrong_solutions_must_fail_the_tests_they_name() {
         .unwrap()
         .contains("does not compile"));
 
-    // A test whose observations never depend on the challenge could be forged: --wrong says so
+    // A value that never depends on the challenge could be forged: --wrong names each such key
     // and fails.
     std::fs::remove_dir_all(&wrong).unwrap();
     let tests = root.join("exercises/01-basics/1-demo/tests/grade.rs");
@@ -752,7 +752,10 @@ fn known_wrong_solutions_must_fail_the_tests_they_name() {
     let r = report(target().join("grade/wrong.json"));
     assert_eq!(
         r["challenge_independent"],
-        serde_json::json!(["01-1 finishes_in_time", "01-1 does_not_abort"]),
+        serde_json::json!([
+            "01-1 finishes_in_time: wait",
+            "01-1 does_not_abort: careful"
+        ]),
         "{r}"
     );
 }

@@ -100,7 +100,9 @@ fn no_unsafe_impl_of_sync_or_send() {
         .windows(3)
         .find(|w| w[0] == "unsafe" && w[1] == "impl")
         .map(|w| w[2].clone());
-    s.observe("unsafe impl of", &lie.clone().unwrap_or_default());
+    // Whether the file holds an `unsafe impl` is checked by the judge itself on the submitted file
+    // (exercise.toml's [[test.source]]), never recorded: a value that is the same under every
+    // challenge could be written into the log by anything in this process.
     if let Some(trait_name) = lie {
         panic!(
             "src/sync_by_construction.rs still has `unsafe impl {trait_name}`: delete it, and make the layer {trait_name} because its fields are"
