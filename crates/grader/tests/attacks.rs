@@ -684,3 +684,109 @@ fn records_forged_in_the_tests_process_gain_nothing() {
         assert!(message.contains(why), "{cheat}: {message}");
     }
 }
+
+/// Runs Git in `dir` as the student would, with none of the machine's configuration, committing
+/// at `date`.
+fn student_git(dir: &Path, args: &[&str], date: &str) {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args([
+            "-c",
+            "user.name=s",
+            "-c",
+            "user.email=s@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_COMMITTER_DATE", date)
+        .env("GIT_AUTHOR_DATE", date)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", text(&out));
+}
+
+#[test]
+fn a_filter_of_the_students_repository_cannot_pass_a_late_file_for_a_committed_one() {
+    if !sandbox_or_skip(
+        "a_filter_of_the_students_repository_cannot_pass_a_late_file_for_a_committed_one",
+    ) {
+        return;
+    }
+    let _one = serial();
+    let repo = fake_repo(&target());
+    let teacher = repo.path();
+    let outside = tempfile::tempdir().unwrap();
+    let class = outside.path().join("class");
+    let reports = outside.path().join("reports");
+    let before = "2026-12-01T11:00:00+00:00";
+    let deadline = "2026-12-01T12:00:00+00:00";
+    let edit = "exercises/01-basics/1-demo/src/demo.rs";
+    // The honest classmate committed the solution before the deadline.
+    let alice = student(&class, "alice", teacher, Some(SOLUTION));
+    student_git(&alice, &["init", "-q"], before);
+    student_git(&alice, &["add", "-A"], before);
+    student_git(&alice, &["commit", "-q", "-m", "done"], before);
+    // Each attacker committed the stub before the deadline, wrote the solution afterwards and
+    // never committed it, and declared a filter that prints the working-tree file in place of
+    // the committed one: in `.git/info/attributes`, or in a file `.git/config` names.
+    for (name, attributes_in_config) in [("m-filter-info", false), ("m-filter-config", true)] {
+        let dir = student(&class, name, teacher, None);
+        student_git(&dir, &["init", "-q"], before);
+        student_git(&dir, &["add", "-A"], before);
+        student_git(&dir, &["commit", "-q", "-m", "stub"], before);
+        std::fs::write(dir.join(edit), SOLUTION).unwrap();
+        let late = dir.join(".late");
+        std::fs::write(&late, SOLUTION).unwrap();
+        let assign = format!("{edit} filter=late diff=late\n");
+        let mut config = std::fs::read_to_string(dir.join(".git/config")).unwrap();
+        config += &format!(
+            "[filter \"late\"]\n\tsmudge = cat {late}\n\tclean = cat\n\trequired = true\n[diff \"late\"]\n\ttextconv = cat {late}\n",
+            late = late.display()
+        );
+        if attributes_in_config {
+            let file = dir.join(".git/late-attributes");
+            std::fs::write(&file, &assign).unwrap();
+            config += &format!("[core]\n\tattributesFile = {}\n", file.display());
+        } else {
+            write(&dir.join(".git/info/attributes"), &assign);
+        }
+        std::fs::write(dir.join(".git/config"), config).unwrap();
+        // The filter works: Git itself hands out the late file as the committed one.
+        let out = std::process::Command::new("git")
+            .current_dir(&dir)
+            .args(["archive", "--format=tar", "HEAD", edit])
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("a + b"),
+            "{name}: the attack's filter did not apply, so this test would prove nothing"
+        );
+    }
+    let out = grader(teacher, &target())
+        .arg("--class")
+        .arg(&class)
+        .arg("--reports")
+        .arg(&reports)
+        .args(["--deadline", deadline, "--jobs", "2", "--time-limit", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary = report(reports.join("summary.json"));
+    let points = |name: &str| row(&summary, name)["total"].as_u64().unwrap();
+    assert_eq!(points("alice"), 4, "{summary}");
+    for cheat in ["m-filter-info", "m-filter-config"] {
+        // The stub, as committed: nothing.
+        assert_eq!(points(cheat), 0, "{cheat}: {summary}");
+        let r = report(reports.join(format!("students/{cheat}.json")));
+        assert!(
+            r.to_string()
+                .contains("the last commit before the deadline"),
+            "{cheat}: {r}"
+        );
+    }
+}
