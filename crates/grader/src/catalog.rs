@@ -95,6 +95,12 @@ pub struct TestSpec {
     /// messages are kept out of students' feedback until released (`--release-hidden`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hidden: bool,
+    /// Checks of the student's source files that this test also requires (`[[test.source]]`:
+    /// no `unsafe impl`, the library's answer not called, no device written in the code). The
+    /// judge makes them on the submitted files, outside the student's process; the test's own
+    /// code may make them too in a student's own run, but never records them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source: Vec<scenario::source::SourceCheck>,
 }
 
 /// One exercise of the catalogue.

@@ -3,8 +3,8 @@
 //! A scenario is a test of the exercise's harness (`grade::<name>`, alone, on one thread) or a
 //! program the exercise builds. It runs where `cargo test` would run it (the exercise's folder,
 //! with `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME` set), with the run's challenge
-//! ([`scenario::CHALLENGE_ENV`]) and the judge's log on file descriptor 3
-//! ([`scenario::LOG_ENV`]). Its tree is the slot's, read-only; it may write in its private
+//! ([`scenario::CHALLENGE_ENV`]) and the judge's log on file descriptor [`scenario::LOG_FD`]
+//! (inherited: no path to it is in the environment). Its tree is the slot's, read-only; it may write in its private
 //! `/tmp` only. The environment is exactly that: no variable of the teacher's reaches it.
 //!
 //! ```
@@ -16,7 +16,7 @@ use crate::cgroup::LimitHit;
 use crate::compile::TREE;
 use crate::error::Result;
 use crate::python::{Python, PYTHON_ENV};
-use crate::sandbox::{Confinement, Finished, Jail, Limits, LOG_PATH};
+use crate::sandbox::{Confinement, Finished, Jail, Limits};
 use crate::slot::Slot;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -74,8 +74,7 @@ pub fn run(
     jail.env("CARGO_MANIFEST_DIR", crate_dir.to_string_lossy())
         .env("CARGO_PKG_NAME", package)
         .env("RUST_BACKTRACE", "0")
-        .env(scenario::CHALLENGE_ENV, settings.challenge.to_string())
-        .env(scenario::LOG_ENV, LOG_PATH);
+        .env(scenario::CHALLENGE_ENV, settings.challenge.to_string());
     if let Some(python) = &settings.python {
         for dir in &python.mounts {
             jail.ro(dir, dir);

@@ -247,6 +247,12 @@ impl<'a> Grading<'a> {
                     }
                     Observed::Ran(run, limit) => {
                         let log = Log::parse(&run.log.bytes);
+                        if let Some(tampered) = log.tampered() {
+                            return Err(GradeError::Reference(format!(
+                                "{} {}: the reference solution's log cannot be judged against ({tampered}): a scenario must record each key once, before its end",
+                                exercise.id, spec.name
+                            )));
+                        }
                         if !log.done {
                             let (_, why) = match limit {
                                 Some(hit) => (Status::Crashed, hit.describe()),
@@ -260,6 +266,14 @@ impl<'a> Grading<'a> {
                         log
                     }
                 };
+                if let Some(why) =
+                    judge::source_checks(spec, |file| submitted(&slot, exercise, file))
+                {
+                    return Err(GradeError::Reference(format!(
+                        "{} {}: the reference solution fails the judge's own check of its source, so every student would: {why}",
+                        exercise.id, spec.name
+                    )));
+                }
                 logs.insert(spec.name.clone(), log);
             }
             progress.line(&format!("  {} recorded", exercise.id));
@@ -328,10 +342,24 @@ impl<'a> Grading<'a> {
     ) -> Result<ExerciseOutcome> {
         let started = Instant::now();
         progress.header(exercise);
+        // The source files as submitted, checked before any of the student's code runs (it
+        // cannot change the slot, which it sees read-only, but nothing it did could matter here).
+        let source_failures: Vec<Option<String>> = exercise
+            .spec
+            .tests
+            .iter()
+            .map(|spec| judge::source_checks(spec, |file| submitted(slot, exercise, file)))
+            .collect();
         let observed = self.observe(slot, exercise, self.expected.challenge, reference)?;
         let mut tests = Vec::new();
         let mut compile_error = None;
-        for (spec, (path, what)) in exercise.spec.tests.iter().zip(observed) {
+        for ((spec, (path, what)), source_failure) in exercise
+            .spec
+            .tests
+            .iter()
+            .zip(observed)
+            .zip(source_failures)
+        {
             let (status, message, ms) = match what {
                 Observed::NotBuilt(errors) => {
                     let first = compile::first_error(&errors);
@@ -387,6 +415,11 @@ impl<'a> Grading<'a> {
                     };
                     (status, message, run.wall.as_millis() as u64)
                 }
+            };
+            // A source check the judge made itself decides whatever the run recorded.
+            let (status, message) = match source_failure {
+                Some(why) if status != Status::CompileError => (Status::Failed, why),
+                _ => (status, message),
             };
             progress.test_done(&spec.name, status, spec.points, ms);
             tests.push(TestOutcome::of(spec, status, message, ms));
@@ -683,6 +716,16 @@ fn ran((finished, limit): (Finished, Option<LimitHit>)) -> Observed {
 const HIDDEN_CRATE: &str = "judge_hidden";
 /// Where its folder is mounted in the sandbox.
 const HIDDEN_INSIDE: &str = "/judge/hidden";
+
+/// `file` (relative to the exercise crate) as the slot holds it: the submitted file, or the
+/// handout's where the submission has none.
+fn submitted(slot: &Slot, exercise: &Exercise, file: &str) -> Option<String> {
+    let path = slot.tree.join("exercises").join(&exercise.path).join(file);
+    std::fs::read_to_string(path).ok()
+}
+
+/// The crate root the judge writes beside an exercise's `lib.rs` when it has hidden tests.
+const JUDGE_ROOT: &str = "__judge_root.rs";
 
 /// A reference log with nothing but the end: what a reference's own run is judged against to
 /// explain why it did not finish.

@@ -65,6 +65,10 @@ pub fn verdict(name: &str, reference: &Log, run: &Finished) -> (Status, String) 
                 quoted(&said)
             ),
         ),
+        // Forged records: whatever the values, the log cannot be trusted.
+        (Err(tampered @ (Mismatch::Duplicate { .. } | Mismatch::AfterEnd { .. })), _) => {
+            (Status::Failed, format!("{tampered}{}", quoted(&said)))
+        }
         (Err(Mismatch::Unfinished), Ended::Exited(101)) if !said.is_empty() => {
             (Status::Failed, said)
         }
@@ -106,6 +110,24 @@ fn student_said(name: &str, run: &Finished) -> String {
         message
     };
     crate::escape::text(raw.trim(), QUOTED)
+}
+
+/// The judge's own checks of the submitted source files that `spec` requires: the first that
+/// fails, as its message; `None` when all hold. `read` gives a file of the exercise crate (its
+/// path relative to the crate) as submitted, `None` when it cannot be read (which fails).
+pub fn source_checks(
+    spec: &crate::catalog::TestSpec,
+    read: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    spec.source
+        .iter()
+        .find_map(|check| match read(&check.file) {
+            None => Some(format!(
+                "{} could not be read to check it (a file the judge checks itself)",
+                check.file
+            )),
+            Some(text) => check.run(&text).err(),
+        })
 }
 
 /// The log a test that builds a program is judged against: it built.
@@ -197,6 +219,23 @@ mod tests {
         assert_eq!(status, Status::Failed);
         assert!(message.contains("passed its limit"), "{message}");
         assert!(message.contains("4096 more were dropped"), "{message}");
+    }
+
+    #[test]
+    fn a_forged_record_fails_even_with_the_right_values() {
+        let right = "{\"observe\":{\"key\":\"logits\",\"value\":[0.5,1.5]}}\n";
+        for forged in [
+            format!("{right}{right}\"done\"\n"),
+            format!("{right}\"done\"\n{right}"),
+            format!("{right}\"done\"\n\"done\"\n"),
+        ] {
+            let (status, message) = verdict("t", &reference(), &run(Ended::Exited(0), &forged, ""));
+            assert_eq!(status, Status::Failed, "{forged}");
+            assert!(
+                message.contains("something else in the test's process"),
+                "{message}"
+            );
+        }
     }
 
     #[test]

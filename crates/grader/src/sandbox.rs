@@ -38,10 +38,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use wait_timeout::ChildExt;
 
-/// The file descriptor on which a confined program finds the judge's log pipe.
-pub const LOG_FD: i32 = 3;
-/// Where the program opens it ([`scenario::LOG_ENV`] is set to this).
-pub const LOG_PATH: &str = "/proc/self/fd/3";
+/// The file descriptor on which a confined program finds the judge's log pipe (the scenario
+/// protocol's constant: no path to it is passed in the environment).
+pub const LOG_FD: i32 = scenario::LOG_FD;
 /// bubblewrap's program, unless `WORKBOOK_BWRAP` names another (tests use it to simulate a
 /// machine without bubblewrap).
 pub const BWRAP_ENV: &str = "WORKBOOK_BWRAP";

@@ -2,12 +2,14 @@
 //! repository made before the deadline (never uncommitted files); without, the folder as it is.
 //! Either way the report records the commit and its time when there is one.
 //!
-//! A student's repository is hostile like the rest of the submission: its `.git/config` can make
-//! Git run commands (`core.fsmonitor`, filters, hooks). So Git runs in the sandbox
-//! ([`crate::sandbox`]), on a read-only mount of the repository, with no network and none of
-//! the teacher's configuration; `git archive` hands the chosen commit's files out as a tar
-//! stream, capped in size, which the judge unpacks itself: regular files only, no link, nothing
-//! outside the checkout.
+//! A student's repository is hostile like the rest of the submission: its `.git/config` and
+//! `.git/info/attributes` can make Git run commands (`core.fsmonitor`, hooks) and rewrite what
+//! it hands out (a smudge or textconv filter printing the working-tree file, so that an
+//! uncommitted file passes for a committed one). So no Git program runs: the grader reads the
+//! repository's objects itself (the `gix` crate, built without its filter and attribute code,
+//! opened without any configuration of the machine's or the user's), walks `HEAD`'s first-parent
+//! line for the commit, and writes that commit's blobs as committed, capped in size: regular
+//! files only, no link, no submodule, no name that leaves the checkout.
 //!
 //! Commit times are written by the student's own Git: a student can date a commit as they like.
 //! A deadline read from the repository is a convenience; only a clone made at the deadline (or a
@@ -20,10 +22,9 @@
 //! ```
 
 use crate::error::{GradeError, Result};
-use crate::sandbox::{Confinement, Ended, Jail, Limits};
+use crate::sandbox::Confinement;
 use serde::{Deserialize, Serialize};
-use std::path::{Component, Path, PathBuf};
-use std::time::Duration;
+use std::path::{Path, PathBuf};
 
 /// The largest checkout unpacked from a repository.
 pub const MAX_CHECKOUT_BYTES: usize = 256 << 20;
@@ -65,76 +66,113 @@ fn rfc3339(seconds: i64) -> String {
         .unwrap_or_else(|| seconds.to_string())
 }
 
-/// Runs Git in the sandbox on the repository `repo` (read-only), returning its output.
-fn git(
-    confinement: &Confinement,
-    repo: &Path,
-    args: &[&str],
-    cap: usize,
-) -> Result<(Ended, Vec<u8>, u64)> {
-    let mut limits = Limits::for_tests(Duration::from_secs(120));
-    limits.output = cap;
-    let mut jail = Jail::new(limits);
-    let inside = if confinement.is_sandboxed() {
-        PathBuf::from("/submission")
-    } else {
-        repo.to_path_buf()
-    };
-    jail.ro(repo, "/submission");
-    jail.env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_OPTIONAL_LOCKS", "0");
-    let mut full = vec![
-        "-c".to_string(),
-        "safe.directory=*".into(),
-        "-c".into(),
-        "core.fsmonitor=".into(),
-        "-c".into(),
-        "core.hooksPath=/dev/null".into(),
-        "-C".into(),
-        inside.display().to_string(),
-    ];
-    full.extend(args.iter().map(|a| a.to_string()));
-    let done = confinement.run(&jail, Path::new("/usr/bin/git"), &full)?;
-    Ok((done.ended, done.stdout.bytes, done.stdout.dropped))
+/// How far back the first-parent line of `HEAD` is followed.
+const MAX_COMMITS: usize = 100_000;
+/// How deep a commit's tree may nest.
+const MAX_DEPTH: usize = 64;
+
+fn unreadable(what: impl std::fmt::Display) -> GradeError {
+    GradeError::Submission(format!("the Git repository cannot be read: {what}"))
 }
 
-/// The commits on `HEAD`'s first-parent line, newest first, with their times.
-fn history(confinement: &Confinement, repo: &Path) -> Result<Vec<(String, i64)>> {
-    let (ended, out, _) = git(
-        confinement,
-        repo,
-        &["log", "--first-parent", "--format=%H %ct", "HEAD"],
-        4 << 20,
-    )?;
-    if ended != Ended::Exited(0) {
-        return Ok(Vec::new());
+/// Opens the student's repository to read objects only: none of the machine's or the user's
+/// configuration, nothing of the environment ([`gix::open::Options::isolated`]).
+fn open(repo: &Path) -> Result<gix::Repository> {
+    gix::open_opts(repo, gix::open::Options::isolated()).map_err(unreadable)
+}
+
+/// The commits on `HEAD`'s first-parent line, newest first, with their committer times.
+fn history(repo: &gix::Repository) -> Vec<(gix::ObjectId, i64)> {
+    let mut commits = Vec::new();
+    let Ok(mut commit) = repo.head_commit() else {
+        return commits;
+    };
+    while commits.len() < MAX_COMMITS {
+        let Ok(time) = commit.time() else { break };
+        commits.push((commit.id, time.seconds));
+        let Some(parent) = commit.parent_ids().next() else {
+            break;
+        };
+        match parent.object().map(|o| o.try_into_commit()) {
+            Ok(Ok(next)) => commit = next,
+            _ => break,
+        }
     }
-    Ok(String::from_utf8_lossy(&out)
-        .lines()
-        .filter_map(|l| {
-            let (sha, t) = l.split_once(' ')?;
-            let ok = sha.len() >= 40 && sha.bytes().all(|b| b.is_ascii_hexdigit());
-            Some((sha.to_string(), t.trim().parse().ok()?)).filter(|_| ok)
-        })
-        .collect())
+    commits
+}
+
+/// Writes the blobs of `tree` under `to`, as committed: regular and executable files only (no
+/// link, no submodule), names that are one plain path component, `budget` bytes in all.
+fn write_tree(
+    repo: &gix::Repository,
+    tree: gix::ObjectId,
+    to: &Path,
+    depth: usize,
+    budget: &mut usize,
+) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    if depth > MAX_DEPTH {
+        return Err(unreadable(format!(
+            "its tree nests deeper than {MAX_DEPTH}"
+        )));
+    }
+    let tree = repo.find_tree(tree).map_err(unreadable)?;
+    let entries: Vec<(gix::objs::tree::EntryMode, Vec<u8>, gix::ObjectId)> = tree
+        .decode()
+        .map_err(unreadable)?
+        .entries
+        .iter()
+        .map(|e| (e.mode, e.filename.to_vec(), e.oid.to_owned()))
+        .collect();
+    for (mode, name, id) in entries {
+        let plain = !name.is_empty()
+            && name != b"."
+            && name != b".."
+            && !name.contains(&b'/')
+            && !name.contains(&0);
+        if !plain {
+            continue;
+        }
+        let path = to.join(std::ffi::OsStr::from_bytes(&name));
+        if mode.is_tree() {
+            std::fs::create_dir_all(&path).map_err(|e| GradeError::io(&path, e))?;
+            write_tree(repo, id, &path, depth + 1, budget)?;
+        } else if mode.is_blob() {
+            let blob = repo.find_blob(id).map_err(unreadable)?;
+            *budget = budget.checked_sub(blob.data.len()).ok_or_else(|| {
+                GradeError::Submission(format!(
+                    "the commit is over {} MiB: not graded",
+                    MAX_CHECKOUT_BYTES >> 20
+                ))
+            })?;
+            std::fs::write(&path, &blob.data).map_err(|e| GradeError::io(&path, e))?;
+        }
+    }
+    Ok(())
 }
 
 /// The state of `dir` to grade: with a deadline (seconds), the last commit before it, unpacked
 /// into `checkout` (emptied first); else `dir` itself. Returns the folder to read and what it is.
+///
+/// No program runs: the repository's objects are read by the grader itself (`gix`), so nothing
+/// of the student's (`core.fsmonitor`, hooks, filters in `.git/config` or
+/// `.git/info/attributes`, textconv) is ever applied. `_confinement` is kept for the callers.
 pub fn take(
-    confinement: &Confinement,
+    _confinement: &Confinement,
     dir: &Path,
     deadline: Option<i64>,
     checkout: &Path,
 ) -> Result<(PathBuf, Snapshot)> {
     let is_repo = std::fs::symlink_metadata(dir.join(".git")).is_ok_and(|m| m.is_dir());
-    let commits = if is_repo {
-        history(confinement, dir)?
-    } else {
-        Vec::new()
-    };
+    // A `.git` that is not a readable repository has no history, as before (graded as found).
+    let repo = if is_repo { open(dir).ok() } else { None };
+    let commits: Vec<(String, i64)> = repo
+        .as_ref()
+        .map(history)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(id, t)| (id.to_string(), t))
+        .collect();
     let Some(deadline) = deadline else {
         return Ok((
             dir.to_path_buf(),
@@ -169,24 +207,14 @@ pub fn take(
             },
         ));
     };
-    let (ended, tar, dropped) = git(
-        confinement,
-        dir,
-        &["archive", "--format=tar", &sha],
-        MAX_CHECKOUT_BYTES,
-    )?;
-    if ended != Ended::Exited(0) {
-        return Err(GradeError::Submission(format!(
-            "git archive of {sha} failed ({ended:?})"
-        )));
-    }
-    if dropped > 0 {
-        return Err(GradeError::Submission(format!(
-            "the commit {sha} is over {} MiB: not graded",
-            MAX_CHECKOUT_BYTES >> 20
-        )));
-    }
-    unpack(&tar, &empty(checkout)?)?;
+    let repo = repo.ok_or_else(|| unreadable("it has no repository"))?;
+    let commit = gix::ObjectId::from_hex(sha.as_bytes())
+        .ok()
+        .and_then(|id| repo.find_commit(id).ok())
+        .ok_or_else(|| unreadable(format!("the commit {sha} is gone")))?;
+    let tree = commit.tree_id().map_err(unreadable)?.detach();
+    let mut budget = MAX_CHECKOUT_BYTES;
+    write_tree(&repo, tree, &empty(checkout)?, 0, &mut budget)?;
     Ok((
         checkout.to_path_buf(),
         Snapshot {
@@ -209,59 +237,66 @@ fn empty(dir: &Path) -> Result<PathBuf> {
     Ok(dir.to_path_buf())
 }
 
-/// Unpacks the regular files of a tar stream into `to`: no links, no devices, no path that
-/// leaves `to`.
-fn unpack(tar: &[u8], to: &Path) -> Result<()> {
-    let mut archive = tar::Archive::new(tar);
-    let bad = |e: std::io::Error| GradeError::Submission(format!("an unreadable archive: {e}"));
-    for entry in archive.entries().map_err(bad)? {
-        let mut entry = entry.map_err(bad)?;
-        if entry.header().entry_type() != tar::EntryType::Regular {
-            continue;
-        }
-        let path = entry.path().map_err(bad)?.into_owned();
-        if !path.components().all(|c| matches!(c, Component::Normal(_))) {
-            continue;
-        }
-        let dest = to.join(&path);
-        if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| GradeError::io(parent, e))?;
-        }
-        let mut file = std::fs::File::create(&dest).map_err(|e| GradeError::io(&dest, e))?;
-        std::io::copy(&mut entry, &mut file).map_err(|e| GradeError::io(&dest, e))?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn git(dir: &Path, args: &[&str]) {
+        let out = std::process::Command::new("git")
+            .current_dir(dir)
+            .args([
+                "-c",
+                "user.name=s",
+                "-c",
+                "user.email=s@x",
+                "-c",
+                "commit.gpgsign=false",
+            ])
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_DATE", "@1000 +0000")
+            .env("GIT_COMMITTER_DATE", "@1000 +0000")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+
     #[test]
-    fn only_regular_files_inside_the_checkout_are_unpacked() {
-        let mut builder = tar::Builder::new(Vec::new());
-        let mut add = |path: &str, kind: tar::EntryType, data: &[u8]| {
-            let mut header = tar::Header::new_gnu();
-            header.set_entry_type(kind);
-            header.set_size(data.len() as u64);
-            header.set_mode(0o644);
-            // set_path refuses `..`; write the raw name as a hostile archive would
-            let name = header.as_old_mut().name.as_mut();
-            name[..path.len()].copy_from_slice(path.as_bytes());
-            header.set_cksum();
-            builder.append(&header, data).unwrap();
-        };
-        add("src/a.rs", tar::EntryType::Regular, b"fn a() {}");
-        add("../escape.rs", tar::EntryType::Regular, b"bad");
-        add("link.rs", tar::EntryType::Symlink, b"");
-        let bytes = builder.into_inner().unwrap();
+    fn committed_blobs_are_read_as_committed_whatever_the_repository_declares() {
         let dir = tempfile::tempdir().unwrap();
-        let to = dir.path().join("out");
-        std::fs::create_dir_all(&to).unwrap();
-        unpack(&bytes, &to).unwrap();
-        assert_eq!(std::fs::read(to.join("src/a.rs")).unwrap(), b"fn a() {}");
-        assert!(!dir.path().join("escape.rs").exists());
-        assert!(!to.join("link.rs").exists());
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(repo.join("src")).unwrap();
+        std::fs::write(repo.join("src/a.rs"), "committed").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", repo.join("link.rs")).unwrap();
+        git(&repo, &["init", "-q"]);
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", "one"]);
+        // After the deadline, never committed; a filter that would print it in its place.
+        std::fs::write(repo.join("src/a.rs"), "late").unwrap();
+        let config = repo.join(".git/config");
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text += "[filter \"x\"]\n\tsmudge = cat src/a.rs\n\tclean = cat\n[diff \"x\"]\n\ttextconv = cat\n";
+        std::fs::write(&config, text).unwrap();
+        std::fs::create_dir_all(repo.join(".git/info")).unwrap();
+        std::fs::write(repo.join(".git/info/attributes"), "* filter=x diff=x\n").unwrap();
+        let checkout = dir.path().join("out");
+        let (at, snapshot) = take(&Confinement::Unconfined, &repo, Some(2000), &checkout).unwrap();
+        assert_eq!(at, checkout);
+        assert_eq!(
+            std::fs::read(checkout.join("src/a.rs")).unwrap(),
+            b"committed"
+        );
+        assert!(!checkout.join("link.rs").exists(), "a link was written");
+        assert_eq!(snapshot.late, Some(false));
+        assert_eq!(
+            snapshot.committed_at.as_deref(),
+            Some("1970-01-01T00:16:40+00:00")
+        );
+        // Before the first commit: nothing.
+        let (at, snapshot) = take(&Confinement::Unconfined, &repo, Some(10), &checkout).unwrap();
+        assert_eq!(std::fs::read_dir(at).unwrap().count(), 0);
+        assert_eq!(snapshot.late, Some(true));
     }
 
     #[test]

@@ -307,10 +307,11 @@ pub fn run(grading: &Grading, report: &Path, progress: &Progress) -> anyhow::Res
             .expect("discovered from the selection");
         outcomes.push(grade_variant(grading, exercise, variant, progress)?);
     }
-    let forgeable = challenge_independent(grading, progress)?;
+    let (forgeable, constant_keys) = challenge_independent(grading, progress)?;
     let json = serde_json::to_string_pretty(&WrongReport {
         rows: outcomes.clone(),
         challenge_independent: forgeable.clone(),
+        constant_keys: constant_keys.clone(),
     })? + "\n";
     write_atomically(report, json.as_bytes())?;
     println!("{}", table(&outcomes));
@@ -323,9 +324,16 @@ pub fn run(grading: &Grading, report: &Path, progress: &Progress) -> anyhow::Res
     );
     if !forgeable.is_empty() {
         println!(
-            "{} graded tests observe nothing that depends on the challenge, so a student could write their observations without doing the work: {}",
+            "{} graded tests observe only values that are the same under two challenges, so a student's code could write their whole log without doing the work (make a value depend on the challenge, or check the source in exercise.toml's [[test.source]]): {}",
             forgeable.len(),
             forgeable.join(", ")
+        );
+    }
+    if !constant_keys.is_empty() {
+        println!(
+            "note: {} graded values are the same under two challenges, in tests that also observe values that depend on it (to forge one, a student's code must silence the test's own records and compute the rest of its log; make each depend on the challenge where you can): {}",
+            constant_keys.len(),
+            constant_keys.join(", ")
         );
     }
     Ok(i32::from(caught != outcomes.len() || !forgeable.is_empty()))
@@ -336,10 +344,19 @@ pub fn run(grading: &Grading, report: &Path, progress: &Progress) -> anyhow::Res
 pub struct WrongReport {
     /// The references, then the known-wrong solutions.
     pub rows: Vec<WrongOutcome>,
-    /// Graded tests (`01-1 name`) whose reference observations are the same under the two
-    /// challenges of [`CHECK_CHALLENGES`]: their values could be written down in advance. Tests
-    /// judged by the compiler (`build_only`) are not listed.
+    /// Graded values (`01-1 name: key`) whose reference observations are the same under the two
+    /// challenges of [`CHECK_CHALLENGES`]: they could be written down in advance, and a student's
+    /// code in the test's process can write them into the judge's log. Tests judged by the
+    /// compiler (`build_only`) are not listed, nor checks of the source (`[[test.source]]`),
+    /// which the judge makes itself. A test listed here is a failure of `--wrong`: its whole log
+    /// could be written in advance.
     pub challenge_independent: Vec<String>,
+    /// Single graded values (`01-1 name: key`) that are the same under both challenges, in tests
+    /// that also observe values that differ: reported, not a failure (a forged record of one is
+    /// a duplicate unless the student's code silences the test's own records and computes the
+    /// rest of the log).
+    #[serde(default)]
+    pub constant_keys: Vec<String>,
 }
 
 /// The two challenges under which every graded test's observations must differ. Fixed, so that
@@ -347,11 +364,17 @@ pub struct WrongReport {
 /// only a little (one of four choices) would otherwise pass or fail it by chance.
 pub const CHECK_CHALLENGES: (u64, u64) = (1, 2);
 
-/// Records the references under [`CHECK_CHALLENGES`] and lists the tests whose observations are
-/// the same under both.
-fn challenge_independent(grading: &Grading, progress: &Progress) -> anyhow::Result<Vec<String>> {
+/// Records the references under [`CHECK_CHALLENGES`]: the graded tests all of whose values are
+/// the same under both (a failure: the whole log could be written in advance), and the single
+/// graded values (test and key) that are the same under both in the other tests (reported; see
+/// [`scenario::protocol`] for what a student's code can write into a log).
+fn challenge_independent(
+    grading: &Grading,
+    progress: &Progress,
+) -> anyhow::Result<(Vec<String>, Vec<String>)> {
     let one = grading.record(CHECK_CHALLENGES.0, progress)?;
     let other = grading.record(CHECK_CHALLENGES.1, progress)?;
+    let mut tests = Vec::new();
     let mut same = Vec::new();
     for exercise in &grading.selected {
         for spec in exercise.spec.tests.iter().filter(|t| !t.build_only) {
@@ -361,12 +384,17 @@ fn challenge_independent(grading: &Grading, progress: &Progress) -> anyhow::Resu
             ) else {
                 continue;
             };
-            if a.differing_keys(b).is_empty() {
-                same.push(format!("{} {}", exercise.id, spec.name));
+            let keys = a.same_keys(b);
+            if !keys.is_empty() && keys.len() == a.observations.len() {
+                tests.push(format!("{} {}", exercise.id, spec.name));
+            } else {
+                for key in keys {
+                    same.push(format!("{} {}: {key}", exercise.id, spec.name));
+                }
             }
         }
     }
-    Ok(same)
+    Ok((tests, same))
 }
 
 /// The reference solution's edit files of `exercise`, with `variant`'s replacements, by path

@@ -1002,3 +1002,264 @@ fn folders_that_make_the_same_name_are_refused_with_both() {
     // Nobody graded, nobody renamed: no feedback that could go to the wrong student.
     assert!(!reports.join("students").exists(), "{shown}");
 }
+
+/// The demo's `adds` observing two values (so that a record can be forged between the test's
+/// own), and a check of the source the judge makes itself: the library's `combine` is the
+/// answer, not to be called.
+fn with_two_sums_and_a_source_check(teacher: &Path) {
+    let ex = teacher.join("exercises/01-basics/1-demo");
+    write(
+        &ex.join("tests/grade.rs"),
+        &GRADE_RS.replace(
+            "    s.observe(\"sum\", &sum);\n",
+            "    s.observe(\"sum\", &sum);\n    let more = add(a, 4);\n    s.observe(\"sum with 4\", &more);\n",
+        ),
+    );
+    write(
+        &ex.join("exercise.toml"),
+        &TOML.replace(
+            "name = \"adds\"\npoints = 2\n",
+            "name = \"adds\"\npoints = 2\n\n[[test.source]]\nfile = \"src/demo.rs\"\nforbid = { names = [\"combine\"] }\nmessage = \"{file} calls the library's {found}: write the sum yourself\"\n",
+        ),
+    );
+    let out = grade(teacher, &target(), &["--update-checksums"]);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+/// Appends `lines` to the judge's log, wherever the process finds it (descriptor 3: the
+/// protocol's number is public).
+const WRITE_LOG: &str = r#"
+fn write_log(lines: &str) {
+    use std::io::Write;
+    if let Ok(mut log) = std::fs::OpenOptions::new().append(true).open("/proc/self/fd/3") {
+        let _ = log.write_all(lines.as_bytes());
+    }
+}
+pub fn wait(n: u32) -> u32 { n }
+pub fn careful(n: u32) -> u32 { 7 * n }
+"#;
+
+/// The issue's attack: right values from the forbidden library call, and, before the test
+/// records anything, the value a source check used to record and the end marker.
+const FORGED_SOURCE_KEY: &str = r#"
+pub fn add(a: i32, b: i32) -> i32 {
+    write_log("{\"observe\":{\"key\":\"library calls in src/demo.rs\",\"value\":[]}}\n\"done\"\n");
+    mathlib::combine(a, -b)
+}
+"#;
+
+/// The right sum forged before the test records its own (wrong) one.
+const FORGED_BEFORE: &str = r#"
+pub fn add(a: i32, b: i32) -> i32 {
+    let key = if b == 3 { "sum" } else { "sum with 4" };
+    write_log(&format!("{{\"observe\":{{\"key\":\"{key}\",\"value\":{}}}}}\n", a + b));
+    a - b
+}
+"#;
+
+/// Honest for the first value; the second forged between the test's own records.
+const FORGED_BETWEEN: &str = r#"
+pub fn add(a: i32, b: i32) -> i32 {
+    if b == 3 {
+        return a + b;
+    }
+    write_log(&format!("{{\"observe\":{{\"key\":\"sum with 4\",\"value\":{}}}}}\n", a + b));
+    a * b
+}
+"#;
+
+/// Right sums, then records written after the scenario's end, from a function that runs when
+/// the process exits (after the test has recorded everything and its end): a judge that took
+/// the last record of a key would let them rewrite the test's.
+const FORGED_AFTER: &str = r#"
+static RIGHT: std::sync::Mutex<Vec<(&str, i32)>> = std::sync::Mutex::new(Vec::new());
+pub fn add(a: i32, b: i32) -> i32 {
+    let key = if b == 3 { "sum" } else { "sum with 4" };
+    RIGHT.lock().unwrap().push((key, a + b));
+    a + b
+}
+#[used]
+#[link_section = ".fini_array"]
+static FIX: extern "C" fn() = {
+    extern "C" fn fix() {
+        let right = RIGHT.lock().map(|r| r.clone()).unwrap_or_default();
+        for (key, value) in right {
+            write_log(&format!("{{\"observe\":{{\"key\":\"{key}\",\"value\":{value}}}}}\n"));
+        }
+    }
+    fix
+};
+"#;
+
+#[test]
+fn records_forged_in_the_tests_process_gain_nothing() {
+    if !sandbox_or_skip("records_forged_in_the_tests_process_gain_nothing") {
+        return;
+    }
+    let _one = serial();
+    let repo = fake_repo(&target());
+    let teacher = repo.path();
+    with_two_sums_and_a_source_check(teacher);
+    let outside = tempfile::tempdir().unwrap();
+    let class = outside.path().join("class");
+    let reports = outside.path().join("reports");
+    student(&class, "alice", teacher, Some(SOLUTION));
+    let forged = |code: &str| format!("{WRITE_LOG}{code}");
+    student(
+        &class,
+        "m-source-key",
+        teacher,
+        Some(&forged(FORGED_SOURCE_KEY)),
+    );
+    student(
+        &class,
+        "m-library",
+        teacher,
+        Some(&forged(
+            "pub fn add(a: i32, b: i32) -> i32 { mathlib::combine(a, -b) }\n",
+        )),
+    );
+    student(&class, "m-before", teacher, Some(&forged(FORGED_BEFORE)));
+    student(&class, "m-between", teacher, Some(&forged(FORGED_BETWEEN)));
+    student(&class, "m-after", teacher, Some(&forged(FORGED_AFTER)));
+    let out = grader(teacher, &target())
+        .arg("--class")
+        .arg(&class)
+        .arg("--reports")
+        .arg(&reports)
+        .args(["--jobs", "2", "--time-limit", "10"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary = report(reports.join("summary.json"));
+    let points = |name: &str| row(&summary, name)["total"].as_u64().unwrap();
+    let adds = |name: &str| {
+        let r = report(reports.join(format!("students/{name}.json")));
+        let t = test_named(&r, "adds");
+        (
+            t["status"].as_str().unwrap().to_string(),
+            t["message"].as_str().unwrap().to_string(),
+        )
+    };
+    // The honest classmate keeps full marks under the judge's source check.
+    assert_eq!(points("alice"), 4, "{summary}");
+    // Each forger keeps what its honest functions earn (wait, careful) and loses `adds`.
+    for (cheat, why) in [
+        ("m-source-key", "calls the library's combine"),
+        ("m-library", "calls the library's combine"),
+        ("m-before", "`sum` was recorded more than once"),
+        ("m-between", "`sum with 4` was recorded more than once"),
+        ("m-after", "came after the scenario's end"),
+    ] {
+        assert_eq!(points(cheat), 2, "{cheat}: {summary}");
+        let (status, message) = adds(cheat);
+        assert_eq!(status, "failed", "{cheat}: {message}");
+        assert!(message.contains(why), "{cheat}: {message}");
+    }
+}
+
+/// Runs Git in `dir` as the student would, with none of the machine's configuration, committing
+/// at `date`.
+fn student_git(dir: &Path, args: &[&str], date: &str) {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args([
+            "-c",
+            "user.name=s",
+            "-c",
+            "user.email=s@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_COMMITTER_DATE", date)
+        .env("GIT_AUTHOR_DATE", date)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", text(&out));
+}
+
+#[test]
+fn a_filter_of_the_students_repository_cannot_pass_a_late_file_for_a_committed_one() {
+    if !sandbox_or_skip(
+        "a_filter_of_the_students_repository_cannot_pass_a_late_file_for_a_committed_one",
+    ) {
+        return;
+    }
+    let _one = serial();
+    let repo = fake_repo(&target());
+    let teacher = repo.path();
+    let outside = tempfile::tempdir().unwrap();
+    let class = outside.path().join("class");
+    let reports = outside.path().join("reports");
+    let before = "2026-12-01T11:00:00+00:00";
+    let deadline = "2026-12-01T12:00:00+00:00";
+    let edit = "exercises/01-basics/1-demo/src/demo.rs";
+    // The honest classmate committed the solution before the deadline.
+    let alice = student(&class, "alice", teacher, Some(SOLUTION));
+    student_git(&alice, &["init", "-q"], before);
+    student_git(&alice, &["add", "-A"], before);
+    student_git(&alice, &["commit", "-q", "-m", "done"], before);
+    // Each attacker committed the stub before the deadline, wrote the solution afterwards and
+    // never committed it, and declared a filter that prints the working-tree file in place of
+    // the committed one: in `.git/info/attributes`, or in a file `.git/config` names.
+    for (name, attributes_in_config) in [("m-filter-info", false), ("m-filter-config", true)] {
+        let dir = student(&class, name, teacher, None);
+        student_git(&dir, &["init", "-q"], before);
+        student_git(&dir, &["add", "-A"], before);
+        student_git(&dir, &["commit", "-q", "-m", "stub"], before);
+        std::fs::write(dir.join(edit), SOLUTION).unwrap();
+        let late = dir.join(".late");
+        std::fs::write(&late, SOLUTION).unwrap();
+        let assign = format!("{edit} filter=late diff=late\n");
+        let mut config = std::fs::read_to_string(dir.join(".git/config")).unwrap();
+        config += &format!(
+            "[filter \"late\"]\n\tsmudge = cat {late}\n\tclean = cat\n\trequired = true\n[diff \"late\"]\n\ttextconv = cat {late}\n",
+            late = late.display()
+        );
+        if attributes_in_config {
+            let file = dir.join(".git/late-attributes");
+            std::fs::write(&file, &assign).unwrap();
+            config += &format!("[core]\n\tattributesFile = {}\n", file.display());
+        } else {
+            write(&dir.join(".git/info/attributes"), &assign);
+        }
+        std::fs::write(dir.join(".git/config"), config).unwrap();
+        // The filter works: Git itself hands out the late file as the committed one.
+        let out = std::process::Command::new("git")
+            .current_dir(&dir)
+            .args(["archive", "--format=tar", "HEAD", edit])
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("a + b"),
+            "{name}: the attack's filter did not apply, so this test would prove nothing"
+        );
+    }
+    let out = grader(teacher, &target())
+        .arg("--class")
+        .arg(&class)
+        .arg("--reports")
+        .arg(&reports)
+        .args(["--deadline", deadline, "--jobs", "2", "--time-limit", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary = report(reports.join("summary.json"));
+    let points = |name: &str| row(&summary, name)["total"].as_u64().unwrap();
+    assert_eq!(points("alice"), 4, "{summary}");
+    for cheat in ["m-filter-info", "m-filter-config"] {
+        // The stub, as committed: nothing.
+        assert_eq!(points(cheat), 0, "{cheat}: {summary}");
+        let r = report(reports.join(format!("students/{cheat}.json")));
+        assert!(
+            r.to_string()
+                .contains("the last commit before the deadline"),
+            "{cheat}: {r}"
+        );
+    }
+}

@@ -832,8 +832,8 @@ fn known_wrong_solutions_must_fail_the_tests_they_name() {
         .unwrap()
         .contains("does not compile"));
 
-    // A test whose observations never depend on the challenge could be forged: --wrong says so
-    // and fails.
+    // A test whose values never depend on the challenge could be forged whole: --wrong names
+    // each such test and fails.
     std::fs::remove_dir_all(&wrong).unwrap();
     let tests = root.join("exercises/01-basics/1-demo/tests/grade.rs");
     std::fs::write(

@@ -27,7 +27,8 @@
 pub mod observable;
 pub mod protocol;
 mod session;
+pub mod source;
 
 pub use observable::{Json, Observable, Shown};
 pub use protocol::{Record, Tolerance};
-pub use session::{start, Scenario, CHALLENGE_ENV, LOG_ENV};
+pub use session::{start, Scenario, CHALLENGE_ENV, LOG_FD};

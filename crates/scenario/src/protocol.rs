@@ -7,6 +7,15 @@
 //! record cannot widen it), and the log must end with [`Record::Done`]. A difference is reported
 //! by key and position only, never with the reference's value, so feedback cannot leak it.
 //!
+//! The student's code runs in the process that writes the log, so it can write records too. A
+//! log is therefore read strictly: a key recorded twice (whichever record came first) and any
+//! record after the first [`Record::Done`] fail the comparison ([`Mismatch::Duplicate`],
+//! [`Mismatch::AfterEnd`]). A forged record before the test's own makes a duplicate; one
+//! after the end is after the end. A process that silences the test's own records and writes
+//! a whole log itself remains possible: it must then produce every value the reference did under
+//! a challenge it learns only when it runs, which is why the judge grades only values that
+//! depend on the challenge, and checks the student's source files itself, outside the process.
+//!
 //! ```
 //! use scenario::protocol::{compare, Log};
 //! let reference = Log::parse(br#"{"observe":{"key":"n","value":3.0,"tolerance":{"abs":0.1,"rel":0.0}}}
@@ -87,8 +96,8 @@ impl Default for Tolerance {
     }
 }
 
-/// A parsed log: the observations by key (the first record of a key counts), and whether the
-/// scenario finished.
+/// A parsed log: the observations by key (the first record of a key is kept), whether the
+/// scenario finished, and what makes it unacceptable (keys recorded twice, records after the end).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Log {
     /// Key → (value, tolerance), in the order first observed.
@@ -97,6 +106,16 @@ pub struct Log {
     pub done: bool,
     /// Lines that were not a record (a student's process may write anything).
     pub malformed: usize,
+    /// Keys recorded more than once, each named once, in the order their second record came.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub duplicates: Vec<String>,
+    /// Records (observations or another end) after the first [`Record::Done`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub after_done: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Log {
@@ -109,7 +128,12 @@ impl Log {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            match serde_json::from_slice::<Record>(line) {
+            let record = serde_json::from_slice::<Record>(line);
+            if log.done && record.is_ok() {
+                log.after_done += 1;
+                continue;
+            }
+            match record {
                 Ok(Record::Observe {
                     key,
                     value,
@@ -117,6 +141,8 @@ impl Log {
                 }) => {
                     if seen.insert(key.clone()) {
                         log.observations.push((key, value, tolerance));
+                    } else if !log.duplicates.contains(&key) {
+                        log.duplicates.push(key);
                     }
                 }
                 Ok(Record::Done) => log.done = true,
@@ -131,6 +157,28 @@ impl Log {
         self.observations
             .iter()
             .map(|(k, v, _)| (k.as_str(), v))
+            .collect()
+    }
+
+    /// Why this log cannot be trusted as it stands (a key recorded twice, a record after the
+    /// end), if it cannot.
+    pub fn tampered(&self) -> Option<Mismatch> {
+        if let Some(key) = self.duplicates.first() {
+            return Some(Mismatch::Duplicate { key: key.clone() });
+        }
+        (self.after_done > 0).then_some(Mismatch::AfterEnd {
+            records: self.after_done,
+        })
+    }
+
+    /// Keys whose values are the same in this log and `other` (both taken as references, under
+    /// two challenges): values that could be written down in advance.
+    pub fn same_keys(&self, other: &Log) -> Vec<String> {
+        let differing = self.differing_keys(other);
+        self.observations
+            .iter()
+            .map(|(k, _, _)| k.clone())
+            .filter(|k| !differing.contains(k))
             .collect()
     }
 
@@ -160,6 +208,16 @@ pub enum Mismatch {
         /// Its key.
         key: String,
     },
+    /// A key was recorded more than once: by the test and by something else in its process.
+    Duplicate {
+        /// The key.
+        key: String,
+    },
+    /// Something was recorded after the scenario's end.
+    AfterEnd {
+        /// How many records.
+        records: usize,
+    },
     /// A value differs.
     Differs {
         /// Its key.
@@ -176,6 +234,14 @@ impl std::fmt::Display for Mismatch {
             Mismatch::Missing { key } => {
                 write!(f, "`{key}` was never observed (the reference observes it)")
             }
+            Mismatch::Duplicate { key } => write!(
+                f,
+                "`{key}` was recorded more than once: a scenario records each value once, so something else in the test's process wrote to the judge's log"
+            ),
+            Mismatch::AfterEnd { records } => write!(
+                f,
+                "{records} record(s) came after the scenario's end: something else in the test's process wrote to the judge's log"
+            ),
             Mismatch::Differs { key, at } if at.is_empty() => {
                 write!(f, "`{key}` differs from the reference solution's")
             }
@@ -188,7 +254,11 @@ impl std::fmt::Display for Mismatch {
 
 /// Compares a student's log with the reference's: `Ok` when the scenario finished and every
 /// observation of the reference is matched; else the first mismatch, in the reference's order.
+/// A log with a key recorded twice or a record after its end fails, whatever its values.
 pub fn compare(reference: &Log, student: &Log) -> Result<(), Mismatch> {
+    if let Some(tampered) = student.tampered() {
+        return Err(tampered);
+    }
     let theirs = student.by_key();
     for (key, want, tolerance) in &reference.observations {
         let Some(got) = theirs.get(key.as_str()) else {
@@ -265,7 +335,7 @@ mod tests {
     }
 
     #[test]
-    fn the_first_record_of_a_key_counts_and_garbage_is_counted() {
+    fn a_key_recorded_twice_is_named_and_garbage_is_counted() {
         let text = format!(
             "{}not json\n{}{}",
             obs("k", 1.into()).to_line(),
@@ -275,8 +345,58 @@ mod tests {
         let parsed = Log::parse(text.as_bytes());
         assert_eq!(parsed.observations.len(), 1);
         assert_eq!(parsed.observations[0].1, Value::from(1));
+        assert_eq!(parsed.duplicates, ["k"]);
         assert_eq!(parsed.malformed, 1);
         assert!(parsed.done);
+    }
+
+    #[test]
+    fn forged_records_before_between_and_after_the_tests_own_fail() {
+        let reference = log(&[obs("a", 1.into()), obs("b", 2.into()), Record::Done]);
+        let own = [obs("a", 1.into()), obs("b", 2.into()), Record::Done];
+        assert!(compare(&reference, &log(&own)).is_ok());
+        // Before: the right value forged first, the test's own (wrong) value second.
+        let before = log(&[
+            obs("b", 2.into()),
+            obs("a", 1.into()),
+            obs("b", 5.into()),
+            Record::Done,
+        ]);
+        assert_eq!(
+            compare(&reference, &before),
+            Err(Mismatch::Duplicate { key: "b".into() })
+        );
+        // Between: an early end, then the test's own records.
+        let between = log(&[
+            obs("a", 1.into()),
+            Record::Done,
+            obs("b", 2.into()),
+            Record::Done,
+        ]);
+        assert_eq!(
+            compare(&reference, &between),
+            Err(Mismatch::AfterEnd { records: 2 })
+        );
+        // After: anything after the end, even a key never seen before.
+        let after = log(&[
+            obs("a", 1.into()),
+            obs("b", 2.into()),
+            Record::Done,
+            obs("c", 3.into()),
+        ]);
+        assert_eq!(
+            compare(&reference, &after),
+            Err(Mismatch::AfterEnd { records: 1 })
+        );
+        assert!(Mismatch::AfterEnd { records: 1 }
+            .to_string()
+            .contains("after the scenario's end"));
+        // Garbage after the end is not a record: it fails nothing.
+        let garbage = format!(
+            "{}not a record\n",
+            own.iter().map(Record::to_line).collect::<String>()
+        );
+        assert!(compare(&reference, &Log::parse(garbage.as_bytes())).is_ok());
     }
 
     #[test]
@@ -361,5 +481,6 @@ mod tests {
         let one = log(&[obs("fixed", 1.into()), obs("seeded", 0.25.into())]);
         let two = log(&[obs("fixed", 1.into()), obs("seeded", 0.75.into())]);
         assert_eq!(one.differing_keys(&two), vec!["seeded".to_string()]);
+        assert_eq!(one.same_keys(&two), vec!["fixed".to_string()]);
     }
 }

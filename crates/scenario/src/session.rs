@@ -1,8 +1,15 @@
 //! A running scenario: the challenge it was given, and the log it writes.
 //!
-//! The judge passes two environment variables: [`CHALLENGE_ENV`] (a number) and [`LOG_ENV`]
-//! (where to write records, e.g. `/proc/self/fd/3`, a pipe the judge reads). Without them, in a
-//! student's own run, the challenge is 0 and records are dropped.
+//! The judge passes the challenge in one environment variable, [`CHALLENGE_ENV`] (a number), and
+//! the log as an inherited file descriptor, [`LOG_FD`] (a pipe the judge opened and reads). The
+//! descriptor's number is this crate's constant, not a path in the environment. Without the
+//! variable, in a student's own run, the challenge is 0 and records are dropped (descriptor 3
+//! is then whatever the process inherited, Cargo's jobserver for one, and is never written).
+//!
+//! Nothing here is secret from the student's code: it runs in the same process, so it can write
+//! to the descriptor, or replace it, as this crate does. What keeps that from earning points is
+//! the judge's side ([`crate::protocol`]): a key recorded twice or a record after the end fails
+//! the test, and only values that depend on the challenge are graded from a log.
 //!
 //! ```
 //! let s = scenario::start();
@@ -18,14 +25,20 @@ use std::sync::{Mutex, OnceLock};
 
 /// The challenge: a number the judge draws for a grading run (`0` when not judged).
 pub const CHALLENGE_ENV: &str = "WORKBOOK_JUDGE_CHALLENGE";
-/// Where the log goes (a path the judge opened for the scenario).
-pub const LOG_ENV: &str = "WORKBOOK_JUDGE_LOG";
+/// The file descriptor on which a judged scenario finds the judge's log (a pipe).
+pub const LOG_FD: i32 = 3;
 
 fn sink() -> &'static Option<Mutex<File>> {
     static SINK: OnceLock<Option<Mutex<File>>> = OnceLock::new();
     SINK.get_or_init(|| {
-        let path = std::env::var_os(LOG_ENV)?;
-        let file = std::fs::OpenOptions::new().append(true).open(path).ok()?;
+        // Judged only: elsewhere descriptor 3 may be anything the process inherited.
+        std::env::var_os(CHALLENGE_ENV)?;
+        // Through /proc rather than adopting the raw descriptor: no `unsafe`, and a descriptor
+        // that is not open simply means no log.
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(format!("/proc/self/fd/{LOG_FD}"))
+            .ok()?;
         Some(Mutex::new(file))
     })
 }

@@ -88,7 +88,9 @@ fn no_unsafe_impl_of_sync_or_send() {
         .unwrap(),
         nodes: None,
     };
-    for request in [&thinned, &thinned] {
+    // How many times the one request is answered: served() counts each, so not a constant.
+    let repeats = s.pick("repeats", 2..7);
+    for request in std::iter::repeat_n(&thinned, repeats) {
         let out = layer
             .answer(request)
             .unwrap_or_else(|e| panic!("answer('{}') failed: {e}", request.name));
@@ -100,7 +102,9 @@ fn no_unsafe_impl_of_sync_or_send() {
         .windows(3)
         .find(|w| w[0] == "unsafe" && w[1] == "impl")
         .map(|w| w[2].clone());
-    s.observe("unsafe impl of", &lie.clone().unwrap_or_default());
+    // Whether the file holds an `unsafe impl` is checked by the judge itself on the submitted file
+    // (exercise.toml's [[test.source]]), never recorded: a value that is the same under every
+    // challenge could be written into the log by anything in this process.
     if let Some(trait_name) = lie {
         panic!(
             "src/sync_by_construction.rs still has `unsafe impl {trait_name}`: delete it, and make the layer {trait_name} because its fields are"
@@ -108,7 +112,7 @@ fn no_unsafe_impl_of_sync_or_send() {
     }
     assert_eq!(
         (layer.served(), layer.cached()),
-        (2, 1),
-        "two answers to one request: served() counts both, cached() holds one"
+        (repeats, 1),
+        "{repeats} answers to one request: served() counts each, cached() holds one"
     );
 }

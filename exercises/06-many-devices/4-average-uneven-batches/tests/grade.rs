@@ -384,16 +384,9 @@ fn no_tensor_is_made_on_a_fixed_device() {
         expected_average(&seeds, &host, p)
     });
     // ...and makes no tensor on a device written in it
-    let written: Vec<(String, String, Option<String>)> =
-        fixed_device::mismatching(SOURCE, &[], &root)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|f| (f.written, f.names, f.function))
-            .collect();
-    s.observe(
-        format!("devices written in src/average.rs, for {root}"),
-        &Json(&written),
-    );
+    // Whether the file holds a device written in the code is checked by the judge itself on the submitted file
+    // (exercise.toml's [[test.source]]), never recorded: a value that is the same under every
+    // challenge could be written into the log by anything in this process.
     if let Err(e) = fixed_device::check("src/average.rs", SOURCE, &[], "the gradients", &root) {
         panic!("{e}");
     }
