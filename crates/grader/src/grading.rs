@@ -724,9 +724,6 @@ fn submitted(slot: &Slot, exercise: &Exercise, file: &str) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
 
-/// The crate root the judge writes beside an exercise's `lib.rs` when it has hidden tests.
-const JUDGE_ROOT: &str = "__judge_root.rs";
-
 /// A reference log with nothing but the end: what a reference's own run is judged against to
 /// explain why it did not finish.
 fn finished_log() -> Log {
