@@ -289,7 +289,7 @@ fn two_epochs_step_by_step() {
     // steps, and the epoch's averages weighted by their steps' seeds, summed (the gradient of
     // all the seeds).
     let s = scenario::start();
-    assert_written_not_called(&s);
+    assert_written_not_called();
     let model = small_model(&s);
     let n = s.pick("world size", 2..5);
     let batch = s.pick("batch size", 3..9);
