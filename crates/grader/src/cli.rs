@@ -404,6 +404,20 @@ fn judged_run(cli: &Cli, teacher: &Path, target: &Path, student: Option<&Path>) 
     settings.build_limit = Duration::from_secs(cli.build_time_limit.max(1));
     settings.features = cli.features.clone();
     settings.python = crate::python::Python::from_env(teacher);
+    if let (Some(python), true) = (
+        &settings.python,
+        settings.confinement.is_sandboxed() && crate::sandbox::as_root(),
+    ) {
+        if let Some(closed) = python.closed_to_others() {
+            anyhow::bail!(
+                "{} ({}) is reached through {}, which other users cannot enter; as root, every sandbox runs as a user of its own, so its tests could not start it. Make a virtual environment from an interpreter they can reach, e.g. `/usr/bin/python3 -m venv /opt/workbook-py && /opt/workbook-py/bin/pip install onnxruntime numpy`, and pass {}=/opt/workbook-py/bin/python",
+                crate::python::PYTHON_ENV,
+                python.executable.display(),
+                closed.display(),
+                crate::python::PYTHON_ENV
+            );
+        }
+    }
     settings.challenge = cli.challenge;
     settings.expected = cli.expected.clone();
     let progress = Progress::live();

@@ -77,4 +77,53 @@ impl Python {
             mounts,
         }
     }
+
+    /// The first folder on the way to the interpreter or one of its mounts that users other
+    /// than its owner cannot enter (no `x` for others, as `/root` is): as root, each sandbox
+    /// runs as a user of its own, which could not reach the interpreter there.
+    pub fn closed_to_others(&self) -> Option<PathBuf> {
+        use std::os::unix::fs::PermissionsExt;
+        let mut paths = self.mounts.clone();
+        paths.push(self.executable.clone());
+        if let Ok(real) = std::fs::canonicalize(&self.executable) {
+            paths.push(real);
+        }
+        for path in paths {
+            for dir in path
+                .ancestors()
+                .skip(1)
+                .chain(std::iter::once(path.as_path()))
+            {
+                let Ok(meta) = std::fs::metadata(dir) else {
+                    continue;
+                };
+                if meta.is_dir() && meta.permissions().mode() & 0o001 == 0 {
+                    return Some(dir.to_path_buf());
+                }
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn an_interpreter_in_a_closed_folder_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("home/venv/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("python"), "").unwrap();
+        let home = dir.path().join("home");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let python = Python::at(&bin.join("python"));
+        assert_eq!(python.closed_to_others(), None);
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(python.closed_to_others(), Some(home.clone()));
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
 }
