@@ -289,8 +289,9 @@ fn replicas_are_copies_not_aliases() {
         for ((who, other), before) in others.iter().zip(&before) {
             unchanged.push((k, who.clone(), first(other) == *before));
         }
+        // One key per replica changed: a scenario records each key once.
         s.observe(
-            "after changing each replica, the others' first parameter",
+            format!("after changing replica {k}, the others' first parameter"),
             &Json(&unchanged),
         );
         s.observe_within(
