@@ -8,10 +8,13 @@
 //! by key and position only, never with the reference's value, so feedback cannot leak it.
 //!
 //! The student's code runs in the process that writes the log, so it can write records too. A
-//! log is therefore read strictly: a key recorded twice (whichever record came first) and any
-//! record after the first [`Record::Done`] fail the comparison ([`Mismatch::Duplicate`],
-//! [`Mismatch::AfterEnd`]). A forged record before the test's own makes a duplicate; one
-//! after the end is after the end. A process that silences the test's own records and writes
+//! log is therefore read strictly: a key recorded twice with two different values (whichever
+//! record came first) and any record after the first [`Record::Done`] fail the comparison
+//! ([`Mismatch::Duplicate`], [`Mismatch::AfterEnd`]). A forged record before the test's own
+//! makes such a duplicate unless the test's own value is the same (and then the forgery changed
+//! nothing); one after the end is after the end. The same value recorded again is one
+//! observation: a scenario whose keys come from values drawn by the challenge may meet one twice
+//! (a spelling drawn in any case can come out as the plain one). A process that silences the test's own records and writes
 //! a whole log itself remains possible: it must then produce every value the reference did under
 //! a challenge it learns only when it runs, which is why the judge grades only values that
 //! depend on the challenge, and checks the student's source files itself, outside the process.
@@ -97,7 +100,8 @@ impl Default for Tolerance {
 }
 
 /// A parsed log: the observations by key (the first record of a key is kept), whether the
-/// scenario finished, and what makes it unacceptable (keys recorded twice, records after the end).
+/// scenario finished, and what makes it unacceptable (keys recorded twice with different values,
+/// records after the end).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Log {
     /// Key → (value, tolerance), in the order first observed.
@@ -106,7 +110,8 @@ pub struct Log {
     pub done: bool,
     /// Lines that were not a record (a student's process may write anything).
     pub malformed: usize,
-    /// Keys recorded more than once, each named once, in the order their second record came.
+    /// Keys recorded again with another value (or tolerance) than their first record, each named
+    /// once, in the order those records came.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub duplicates: Vec<String>,
     /// Records (observations or another end) after the first [`Record::Done`].
@@ -123,7 +128,7 @@ impl Log {
     /// wrote is data, not code.
     pub fn parse(bytes: &[u8]) -> Self {
         let mut log = Log::default();
-        let mut seen = std::collections::BTreeSet::new();
+        let mut seen = std::collections::BTreeMap::new();
         for line in bytes.split(|&b| b == b'\n') {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
@@ -138,13 +143,18 @@ impl Log {
                     key,
                     value,
                     tolerance,
-                }) => {
-                    if seen.insert(key.clone()) {
+                }) => match seen.get(&key) {
+                    None => {
+                        seen.insert(key.clone(), (value.clone(), tolerance));
                         log.observations.push((key, value, tolerance));
-                    } else if !log.duplicates.contains(&key) {
-                        log.duplicates.push(key);
                     }
-                }
+                    Some(first) if first.0 == value && first.1 == tolerance => {}
+                    Some(_) => {
+                        if !log.duplicates.contains(&key) {
+                            log.duplicates.push(key);
+                        }
+                    }
+                },
                 Ok(Record::Done) => log.done = true,
                 Err(_) => log.malformed += 1,
             }
@@ -160,8 +170,8 @@ impl Log {
             .collect()
     }
 
-    /// Why this log cannot be trusted as it stands (a key recorded twice, a record after the
-    /// end), if it cannot.
+    /// Why this log cannot be trusted as it stands (a key recorded twice with different values,
+    /// a record after the end), if it cannot.
     pub fn tampered(&self) -> Option<Mismatch> {
         if let Some(key) = self.duplicates.first() {
             return Some(Mismatch::Duplicate { key: key.clone() });
@@ -254,7 +264,8 @@ impl std::fmt::Display for Mismatch {
 
 /// Compares a student's log with the reference's: `Ok` when the scenario finished and every
 /// observation of the reference is matched; else the first mismatch, in the reference's order.
-/// A log with a key recorded twice or a record after its end fails, whatever its values.
+/// A log with a key recorded twice with different values, or a record after its end, fails,
+/// whatever its values.
 pub fn compare(reference: &Log, student: &Log) -> Result<(), Mismatch> {
     if let Some(tampered) = student.tampered() {
         return Err(tampered);
@@ -348,6 +359,17 @@ mod tests {
         assert_eq!(parsed.duplicates, ["k"]);
         assert_eq!(parsed.malformed, 1);
         assert!(parsed.done);
+        // the same value again is the same observation, not a duplicate
+        let again = format!(
+            "{}{}{}",
+            obs("k", 1.into()).to_line(),
+            obs("k", 1.into()).to_line(),
+            Record::Done.to_line()
+        );
+        let parsed = Log::parse(again.as_bytes());
+        assert_eq!(parsed.observations.len(), 1);
+        assert!(parsed.duplicates.is_empty(), "{parsed:?}");
+        assert!(parsed.tampered().is_none());
     }
 
     #[test]
