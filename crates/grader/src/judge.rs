@@ -224,8 +224,17 @@ mod tests {
     #[test]
     fn a_forged_record_fails_even_with_the_right_values() {
         let right = "{\"observe\":{\"key\":\"logits\",\"value\":[0.5,1.5]}}\n";
+        let wrong = "{\"observe\":{\"key\":\"logits\",\"value\":[9.5,1.5]}}\n";
+        // The same value twice is one observation (nothing forged changed it); the right value
+        // forged before the test's own wrong one, or anything after the end, fails.
+        let (status, _) = verdict(
+            "t",
+            &reference(),
+            &run(Ended::Exited(0), &format!("{right}{right}\"done\"\n"), ""),
+        );
+        assert_eq!(status, Status::Passed);
         for forged in [
-            format!("{right}{right}\"done\"\n"),
+            format!("{right}{wrong}\"done\"\n"),
             format!("{right}\"done\"\n{right}"),
             format!("{right}\"done\"\n\"done\"\n"),
         ] {
