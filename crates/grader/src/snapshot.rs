@@ -9,7 +9,11 @@
 //! repository's objects itself (the `gix` crate, built without its filter and attribute code,
 //! opened without any configuration of the machine's or the user's), walks `HEAD`'s first-parent
 //! line for the commit, and writes that commit's blobs as committed, capped in size: regular
-//! files only, no link, no submodule, no name that leaves the checkout.
+//! files only, no link, no submodule, no name that leaves the checkout. A repository that borrows
+//! from elsewhere is refused before anything is read: `objects/info/alternates` (objects taken
+//! from another folder: another student's clone, the teacher's repository), `commondir` (a
+//! linked worktree's shared folder) or a symbolic link anywhere in `.git` (the grader, often
+//! root, would follow it wherever it points).
 //!
 //! Commit times are written by the student's own Git: a student can date a commit as they like.
 //! A deadline read from the repository is a convenience; only a clone made at the deadline (or a
@@ -75,8 +79,61 @@ fn unreadable(what: impl std::fmt::Display) -> GradeError {
     GradeError::Submission(format!("the Git repository cannot be read: {what}"))
 }
 
+/// The most entries of a `.git` folder looked at for borrowed objects.
+const MAX_GIT_ENTRIES: usize = 1_000_000;
+
+/// Refuses a `.git` folder that takes anything from outside itself: alternates, a linked
+/// worktree's `commondir`, or a symbolic link anywhere in it. Git writes none of these in a
+/// plain clone (`git clone --shared` or `--reference` writes alternates: clone without them).
+fn self_contained(git: &Path) -> Result<()> {
+    let refuse = |what: String| {
+        GradeError::Submission(format!(
+            "the Git repository {what}: not graded. Hand in a plain clone (`git clone` without \
+             --shared, --reference or a worktree; `git repack -a -d` and deleting \
+             .git/objects/info/alternates also make it plain)"
+        ))
+    };
+    for borrowed in ["objects/info/alternates", "commondir"] {
+        if std::fs::symlink_metadata(git.join(borrowed)).is_ok() {
+            return Err(refuse(format!(
+                "borrows from another folder (it has .git/{borrowed})"
+            )));
+        }
+    }
+    let mut pending = vec![git.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(dir) = pending.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(|e| GradeError::io(&dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| GradeError::io(&dir, e))?;
+            seen += 1;
+            if seen > MAX_GIT_ENTRIES {
+                return Err(refuse(format!(
+                    "has more than {MAX_GIT_ENTRIES} files in .git"
+                )));
+            }
+            let kind = entry
+                .file_type()
+                .map_err(|e| GradeError::io(entry.path(), e))?;
+            if kind.is_symlink() {
+                let inside = entry.path();
+                let inside = inside.strip_prefix(git).unwrap_or(&inside);
+                return Err(refuse(format!(
+                    "has a symbolic link in it (.git/{})",
+                    inside.display()
+                )));
+            }
+            if kind.is_dir() {
+                pending.push(entry.path());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Opens the student's repository to read objects only: none of the machine's or the user's
-/// configuration, nothing of the environment ([`gix::open::Options::isolated`]).
+/// configuration, nothing of the environment ([`gix::open::Options::isolated`]). Callers check
+/// [`self_contained`] first.
 fn open(repo: &Path) -> Result<gix::Repository> {
     gix::open_opts(repo, gix::open::Options::isolated()).map_err(unreadable)
 }
@@ -164,8 +221,18 @@ pub fn take(
     checkout: &Path,
 ) -> Result<(PathBuf, Snapshot)> {
     let is_repo = std::fs::symlink_metadata(dir.join(".git")).is_ok_and(|m| m.is_dir());
-    // A `.git` that is not a readable repository has no history, as before (graded as found).
-    let repo = if is_repo { open(dir).ok() } else { None };
+    // A `.git` that borrows from elsewhere is refused under a deadline (its commits may not be
+    // the student's) and not read at all without one (the folder is graded as found); one that
+    // is not a readable repository has no history, as before (graded as found).
+    let repo = if is_repo {
+        match self_contained(&dir.join(".git")) {
+            Ok(()) => open(dir).ok(),
+            Err(e) if deadline.is_some() => return Err(e),
+            Err(_) => None,
+        }
+    } else {
+        None
+    };
     let commits: Vec<(String, i64)> = repo
         .as_ref()
         .map(history)
@@ -297,6 +364,64 @@ mod tests {
         let (at, snapshot) = take(&Confinement::Unconfined, &repo, Some(10), &checkout).unwrap();
         assert_eq!(std::fs::read_dir(at).unwrap().count(), 0);
         assert_eq!(snapshot.late, Some(true));
+    }
+
+    #[test]
+    fn a_repository_that_borrows_objects_from_elsewhere_is_refused_under_a_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        // Someone else's repository: the solution, committed where the student cannot read it.
+        let other = dir.path().join("other");
+        std::fs::create_dir_all(other.join("src")).unwrap();
+        std::fs::write(other.join("src/a.rs"), "the teacher's solution").unwrap();
+        git(&other, &["init", "-q"]);
+        git(&other, &["add", "-A"]);
+        git(&other, &["commit", "-q", "-m", "solution"]);
+        // The student's: a clone sharing the other's objects (alternates), then the same as a
+        // symbolic link to the other's objects, then as a linked worktree's commondir.
+        let student = dir.path().join("student");
+        git(
+            dir.path(),
+            &[
+                "clone",
+                "-q",
+                "--shared",
+                other.to_str().unwrap(),
+                "student",
+            ],
+        );
+        let checkout = dir.path().join("out");
+        let alternates = student.join(".git/objects/info/alternates");
+        assert!(
+            alternates.exists(),
+            "git clone --shared wrote no alternates"
+        );
+        let refused = |why: &str| {
+            let e = take(&Confinement::Unconfined, &student, Some(2000), &checkout).unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains(why) && text.contains("plain clone"), "{text}");
+            assert!(
+                !checkout.join("src/a.rs").exists(),
+                "the other's file was written"
+            );
+            // Without a deadline the folder is graded as found, its history not read.
+            let (at, snapshot) = take(&Confinement::Unconfined, &student, None, &checkout).unwrap();
+            assert_eq!(at, student);
+            assert_eq!(snapshot.commit, None);
+        };
+        refused(".git/objects/info/alternates");
+        std::fs::remove_file(&alternates).unwrap();
+        let objects = student.join(".git/objects");
+        std::fs::rename(&objects, student.join(".git/objects-own")).unwrap();
+        std::os::unix::fs::symlink(other.join(".git/objects"), &objects).unwrap();
+        refused("symbolic link in it (.git/objects)");
+        std::fs::remove_file(&objects).unwrap();
+        std::fs::rename(student.join(".git/objects-own"), &objects).unwrap();
+        std::fs::write(
+            student.join(".git/commondir"),
+            other.join(".git").to_str().unwrap(),
+        )
+        .unwrap();
+        refused(".git/commondir");
     }
 
     #[test]
