@@ -331,12 +331,14 @@ pub fn run(grading: &Grading, report: &Path, progress: &Progress) -> anyhow::Res
     }
     if !constant_keys.is_empty() {
         println!(
-            "note: {} graded values are the same under two challenges, in tests that also observe values that depend on it (to forge one, a student's code must silence the test's own records and compute the rest of its log; make each depend on the challenge where you can): {}",
+            "{} graded values are the same under two challenges, so they could be written down in advance and forged into the judge's log by a student's code that is wrong exactly there (make each depend on the challenge through the student's code's output, merge it into a value that does, or check the source in exercise.toml's [[test.source]]): {}",
             constant_keys.len(),
             constant_keys.join(", ")
         );
     }
-    Ok(i32::from(caught != outcomes.len() || !forgeable.is_empty()))
+    Ok(i32::from(
+        caught != outcomes.len() || !forgeable.is_empty() || !constant_keys.is_empty(),
+    ))
 }
 
 /// `target/grade/wrong.json`.
@@ -352,9 +354,8 @@ pub struct WrongReport {
     /// could be written in advance.
     pub challenge_independent: Vec<String>,
     /// Single graded values (`01-1 name: key`) that are the same under both challenges, in tests
-    /// that also observe values that differ: reported, not a failure (a forged record of one is
-    /// a duplicate unless the student's code silences the test's own records and computes the
-    /// rest of the log).
+    /// that also observe values that differ: a failure of `--wrong` too (a student's code that
+    /// is wrong exactly there writes the value in advance and silences the test's own record).
     #[serde(default)]
     pub constant_keys: Vec<String>,
 }
@@ -366,8 +367,8 @@ pub const CHECK_CHALLENGES: (u64, u64) = (1, 2);
 
 /// Records the references under [`CHECK_CHALLENGES`]: the graded tests all of whose values are
 /// the same under both (a failure: the whole log could be written in advance), and the single
-/// graded values (test and key) that are the same under both in the other tests (reported; see
-/// [`scenario::protocol`] for what a student's code can write into a log).
+/// graded values (test and key) that are the same under both in the other tests (also a failure;
+/// see [`scenario::protocol`] for what a student's code can write into a log).
 fn challenge_independent(
     grading: &Grading,
     progress: &Progress,

@@ -851,4 +851,30 @@ fn known_wrong_solutions_must_fail_the_tests_they_name() {
         serde_json::json!(["01-1 finishes_in_time", "01-1 does_not_abort"]),
         "{r}"
     );
+    // One constant value beside values that depend on the challenge is named and fails too: a
+    // student whose `add` is wrong only for (1, 2) would write "3" in advance.
+    std::fs::write(
+        &tests,
+        GRADE_RS.replace(
+            "    s.observe(\"sum\", &sum);",
+            "    s.observe(\"sum\", &sum);\n    s.observe(\"one and two\", &add(1, 2));",
+        ),
+    )
+    .unwrap();
+    let out = grade(root, &["--update-checksums"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = grade(root, &["--wrong"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let r = report(target().join("grade/wrong.json"));
+    assert_eq!(r["challenge_independent"], serde_json::json!([]), "{r}");
+    assert_eq!(
+        r["constant_keys"],
+        serde_json::json!(["01-1 adds: one and two"]),
+        "{r}"
+    );
+    assert!(
+        text(&out).contains("01-1 adds: one and two"),
+        "{}",
+        text(&out)
+    );
 }
