@@ -59,6 +59,7 @@ WORDS = {
         "none_later": "Nothing is left for later.",
         "one_day": "One day: {total} of contact time (the target is about 6 h).",
         "three_days": "Three days: {total} in all; the longest day {longest}.",
+        "sep": ", ",
         "note": "Minutes; h:mm in the last column. Exercises: the minutes a student needs, "
                 "as the page's metadata says.",
     },
@@ -70,6 +71,7 @@ WORDS = {
         "none_later": "没有留待以后的内容。",
         "one_day": "一天：授课时间 {total}（目标约 6 小时）。",
         "three_days": "三天：共 {total}；最长的一天 {longest}。",
+        "sep": "、",
         "note": "单位为分钟；最后一列为 时:分。练习：学生所需的分钟数，取自页面的元数据。",
     },
 }
@@ -167,7 +169,7 @@ def render_pages(units, w) -> str:
     rows = []
     for _, pages in units:
         for name, path, m in pages:
-            ex = ", ".join(f"{e} ({n})" for e, n in m["exercises"])
+            ex = w["sep"].join(f"{e} ({n})" for e, n in m["exercises"])
             total = m["reading"] + m["demo"] + m["exercise"]
             rows.append([f"[{name}]({path})", m["reading"], m["demo"],
                          f"{m['exercise']}" + (f": {ex}" if ex else ""), hm(total)])
@@ -241,7 +243,7 @@ def render_one_day(units, w) -> str:
                      hm(sum(t.values())), hm(running)])
     text = table([w["units"], w["reading"], w["demo"], w["exercises"], w["total"],
                   w["cumulative"]], rows)
-    rest = (w["later"].format(units=", ".join(link(n, p) for n, p in later))
+    rest = (w["later"].format(units=w["sep"].join(link(n, p) for n, p in later))
             if later else w["none_later"])
     return f"{text}\n\n{w['one_day'].format(total=hm(running))} {rest}"
 
@@ -251,7 +253,7 @@ def render_three_days(units, w) -> str:
     for n, day in enumerate(three_days(units), 1):
         t = sum_units(day)
         lengths.append(sum(t.values()))
-        rows.append([w["day"].format(n=n), ", ".join(link(name, p) for name, p in day),
+        rows.append([w["day"].format(n=n), w["sep"].join(link(name, p) for name, p in day),
                      t["reading"], t["demo"], t["exercise"], hm(sum(t.values()))])
     return (table([w["days"], w["units"], w["reading"], w["demo"], w["exercises"], w["total"]],
                   rows)
