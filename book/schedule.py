@@ -171,7 +171,7 @@ def render_pages(units, w) -> str:
         for name, path, m in pages:
             ex = w["sep"].join(f"{e} ({n})" for e, n in m["exercises"])
             total = m["reading"] + m["demo"] + m["exercise"]
-            rows.append([f"[{name}]({path})", m["reading"], m["demo"],
+            rows.append([f"[{cell(name)}]({path})", m["reading"], m["demo"],
                          f"{m['exercise']}" + (f": {ex}" if ex else ""), hm(total)])
     return table([w["page"], w["reading"], w["demo"], w["exercises"], w["total"]], rows)
 
@@ -182,7 +182,7 @@ def render_chapters(units, w) -> str:
         t = totals(pages)
         for k in course:
             course[k] += t[k]
-        rows.append([f"[{name}]({pages[0][1]})", len(pages), t["reading"], t["demo"],
+        rows.append([link(name, pages), len(pages), t["reading"], t["demo"],
                      t["exercise"], hm(sum(t.values()))])
     rows.append([f"**{w['course']}**", sum(len(p) for _, p in units), course["reading"],
                  course["demo"], course["exercise"], f"**{hm(sum(course.values()))}**"])
@@ -228,7 +228,12 @@ def sum_units(units) -> dict:
 
 
 def link(name, pages) -> str:
-    return f"[{name}]({pages[0][1]})"
+    return f"[{cell(name)}]({pages[0][1]})"
+
+
+def cell(text: str) -> str:
+    """TEXT inside a table cell: a `|` would end the cell."""
+    return text.replace("|", "\\|")
 
 
 def render_one_day(units, w) -> str:

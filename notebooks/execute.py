@@ -125,8 +125,9 @@ def cell_times(nb):
 
 def time_table(path, rows):
     """The per-cell table warm.sh prints, and the number of cells over budget."""
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [f"{path}: per-cell time on a warm kernel (budget: first cell {FIRST_BUDGET:.0f} s, "
-             f"others {CELL_BUDGET:.0f} s)",
+             f"others {CELL_BUDGET:.0f} s); load average {load} after it",
              f"{'cell':>4} {'code':>4} {'seconds':>8}  {'':6} first line"]
     over = 0
     for k, code, first, seconds in rows:
