@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the book and checks it, as CI does (.ci/run). Needs no network.
-#   0. the tests of book/svgbob.py (book/test_svgbob.py), which draws the ```bob diagrams;
+#   0. the tests of book/svgbob.py (book/test_svgbob.py), which draws the ```bob diagrams, and of
+#      book/schedule.py (book/test_schedule.py), which computes the course schedule;
 #   1. `mdbook build book` (HTML in book/build/), formulas rendered to HTML by mdbook-katex,
 #      diagrams to inline SVG by book/svgbob.py (svgbob_cli; the build fails without it);
 #      fails if mdbook logs an error or a warning (mdbook only logs a missing {{#include}} file
@@ -64,6 +65,8 @@ done
 
 echo "--- tests of book/svgbob.py (the diagrams' preprocessor)"
 python3 book/test_svgbob.py
+echo "--- tests of book/schedule.py (the course schedule's preprocessor)"
+python3 book/test_schedule.py
 
 echo "--- mdbook build book"
 if ! log=$(mdbook build book 2>&1); then

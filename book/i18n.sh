@@ -26,7 +26,8 @@
 # (book/i18n_protect.py) turns each formula into a code span and marks every fenced code block to
 # be skipped, `gettext` replaces each paragraph, heading, list item and table cell by its
 # translation from po/LANG.po, `i18n-restore` turns the formulas back, and then katex, dedent and
-# svgbob (the diagrams) run as for the English book. Extraction runs the same first two steps
+# svgbob (the diagrams) and schedule (the course's tables, in the book's language, from the
+# English pages' minutes) run as for the English book. Extraction runs the same first two steps
 # before mdbook-xgettext, so the catalogue holds prose only: no listing, output, command, diagram
 # or formula source is a message (they are the same in every edition). The translated book goes to book/build-LANG/, at the same
 # depth as book/build/, so the chapters' relative links to ../../notebooks/ and ../../exercises/
@@ -80,7 +81,7 @@ translate_env() {
   export MDBOOK_BOOK__TITLE
   MDBOOK_BOOK__TITLE=$(title_for "$lang")
   export MDBOOK_PREPROCESSOR__GETTEXT='{"after": ["i18n-protect"], "po-dir": "po"}'
-  export MDBOOK_PREPROCESSOR__I18N_RESTORE='{"command": "python3 i18n_protect.py restore", "after": ["gettext"], "before": ["katex", "dedent", "svgbob"]}'
+  export MDBOOK_PREPROCESSOR__I18N_RESTORE='{"command": "python3 i18n_protect.py restore", "after": ["gettext"], "before": ["katex", "dedent", "svgbob", "schedule"]}'
 }
 
 # extract_pot DIR: writes DIR/messages.pot.
@@ -89,12 +90,14 @@ extract_pot() {
   local log
   # Only the xgettext renderer (MDBOOK_OUTPUT replaces book.toml's [output] tables); katex and
   # dedent are limited to the HTML renderer so that the formulas reach the catalogue as written;
-  # svgbob too (a diagram is a code block, never a message), so extracting needs no svgbob_cli.
+  # svgbob too (a diagram is a code block, never a message), so extracting needs no svgbob_cli;
+  # schedule too (its tables are generated in the book's language; the markers are skipped).
   if ! log=$(protect_env
       MDBOOK_OUTPUT='{"xgettext": {"pot-file": "messages.pot", "granularity": 0}}' \
       MDBOOK_PREPROCESSOR__KATEX__RENDERERS='["html"]' \
       MDBOOK_PREPROCESSOR__DEDENT__RENDERERS='["html"]' \
       MDBOOK_PREPROCESSOR__SVGBOB__RENDERERS='["html"]' \
+      MDBOOK_PREPROCESSOR__SCHEDULE__RENDERERS='["html"]' \
       NO_COLOR=1 mdbook build --dest-dir "$1" 2>&1); then
     echo "$log" >&2
     die "extraction failed"

@@ -7,6 +7,11 @@ its own kernel with the notebook's folder as working directory (so `:dep workboo
 name, the cell's number and its output. A notebook is written back (atomically: a temporary file
 in the same folder, then a rename) only when every cell ran and it holds at least one inline
 figure (an output with an <svg>).
+
+With --time (notebooks/warm.sh), nothing is written back: each notebook runs once to warm evcxr's
+cache, then again in a fresh kernel with nbclient's per-cell timing (`record_timing`), and a table
+of every code cell's time is printed against the presenter's budget (FIRST_BUDGET seconds for the
+first cell, which loads the dependencies, CELL_BUDGET for every other cell on a warm cache).
 """
 
 import argparse
@@ -16,12 +21,16 @@ import re
 import sys
 import tempfile
 import time
+from datetime import datetime
 
 import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Seconds a cell may take on a warm kernel in class (issue 48): the first cell (`:dep`, the
+# dependencies from evcxr's cache and the workbook crate compiled) and every other cell.
+FIRST_BUDGET, CELL_BUDGET = 20.0, 5.0
 
 
 def figures(nb):
@@ -94,7 +103,46 @@ def tail(path, lines=40):
         return ""
 
 
-def run(path, timeout, log_dir):
+def cell_times(nb):
+    """[(cell number, code cell number, first line, seconds)] from nbclient's recorded timing:
+    from the kernel's busy status to its reply, as a presenter waits for it."""
+    rows, code = [], 0
+    for k, cell in enumerate(nb.cells, 1):
+        if cell.cell_type != "code":
+            continue
+        code += 1
+        timing = cell.get("metadata", {}).get("execution", {})
+        start = timing.get("iopub.status.busy") or timing.get("iopub.execute_input")
+        end = timing.get("shell.execute_reply") or timing.get("iopub.status.idle")
+        seconds = None
+        if start and end:
+            seconds = (datetime.fromisoformat(end.replace("Z", "+00:00"))
+                       - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
+        first = next((line for line in cell.source.splitlines() if line.strip()), "")
+        rows.append((k, code, first, seconds))
+    return rows
+
+
+def time_table(path, rows):
+    """The per-cell table warm.sh prints, and the number of cells over budget."""
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    lines = [f"{path}: per-cell time on a warm kernel (budget: first cell {FIRST_BUDGET:.0f} s, "
+             f"others {CELL_BUDGET:.0f} s); load average {load} after it",
+             f"{'cell':>4} {'code':>4} {'seconds':>8}  {'':6} first line"]
+    over = 0
+    for k, code, first, seconds in rows:
+        budget = FIRST_BUDGET if code == 1 else CELL_BUDGET
+        verdict = "?" if seconds is None else ("ok" if seconds <= budget else "OVER")
+        over += verdict != "ok"
+        shown = "-" if seconds is None else f"{seconds:.1f}"
+        lines.append(f"{k:>4} {code:>4} {shown:>8}  {verdict:6} {first[:60]}")
+    total = sum(s for *_, s in rows if s is not None)
+    lines.append(f"total {total:.1f} s; {over} cell(s) over budget")
+    return "\n".join(lines), over
+
+
+def run(path, timeout, log_dir, timed=False):
+    """Runs the notebook; writes it back unless TIMED, where it returns the executed notebook."""
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:  # no stale outputs survive a run
         if cell.cell_type == "code":
@@ -116,7 +164,7 @@ def run(path, timeout, log_dir):
         kernel_name="rust",
         timeout=timeout,
         startup_timeout=120,
-        record_timing=False,  # keeps the committed files free of timestamps
+        record_timing=timed,  # off when writing: keeps the committed files free of timestamps
         resources={"metadata": {"path": str(path.parent.resolve())}},
     )
     # The kernel's own output (cargo compiling the dependencies) goes to a log, not the console.
@@ -148,6 +196,8 @@ def run(path, timeout, log_dir):
     if n == 0:
         print(f"\nFAILED: {path} has no inline figure (no output with an <svg>)", file=sys.stderr)
         return None
+    if timed:
+        return nb
     coalesce_streams(nb)
     write_atomically(nb, path)
     first = min(cell_seconds) if cell_seconds else None
@@ -162,8 +212,14 @@ def main():
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
     parser.add_argument("--log-dir", type=pathlib.Path, default=pathlib.Path("target/notebook-logs"),
                         help="where the kernels' own output goes (one log per notebook)")
+    parser.add_argument("--time", action="store_true",
+                        help="write nothing back: run each notebook once to warm the cache, then "
+                             "again in a fresh kernel, and print every cell's time against the "
+                             "budget (exit status 2 if a cell misses it)")
     args = parser.parse_args()
     args.log_dir.mkdir(parents=True, exist_ok=True)
+    if args.time:
+        return time_all(args)
     total = 0.0
     for path in args.notebooks:
         if not path.is_file():
@@ -176,6 +232,31 @@ def main():
         total += seconds
     print(f"all {len(args.notebooks)} notebook(s) ran in {total:.0f} s")
     return 0
+
+
+def time_all(args):
+    """--time: every notebook warmed (one run each), then each measured in a fresh kernel."""
+    for path in args.notebooks:
+        if not path.is_file():
+            print(f"FAILED: {path}: no such notebook", file=sys.stderr)
+            return 1
+    for path in args.notebooks:
+        print(f"warming: {path} ...", flush=True)
+        if run(path, args.timeout, args.log_dir, timed=True) is None:
+            return 1
+    tables, over = [], 0
+    for path in args.notebooks:
+        print(f"measuring: {path} ...", flush=True)
+        nb = run(path, args.timeout, args.log_dir, timed=True)
+        if nb is None:
+            return 1
+        table, n = time_table(path, cell_times(nb))
+        print(table, flush=True)
+        tables.append(table)
+        over += n
+    print("\n" + "\n\n".join(tables))
+    print(f"\n{over} cell(s) over budget in {len(args.notebooks)} notebook(s)")
+    return 2 if over else 0
 
 
 if __name__ == "__main__":

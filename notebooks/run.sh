@@ -5,6 +5,8 @@
 #
 #   notebooks/run.sh                        # every notebook, in order
 #   notebooks/run.sh 01-device-management   # some of them (names with or without .ipynb)
+#   notebooks/run.sh --time [NAMES]         # writes nothing: warms, then times every cell
+#                                           # (notebooks/warm.sh, which a presenter runs)
 #
 # Needs evcxr_jupyter 0.22 (`cargo install evcxr_jupyter --locked --version 0.22.0`); found as
 # $EVCXR_JUPYTER, on PATH, or in ~/.cargo/bin. Python with nbclient: $NOTEBOOK_PYTHON, else a venv
@@ -54,6 +56,11 @@ export EVCXR_CONFIG_DIR=$tmp/evcxr-config
 # code cell with "dlsym failed" (seen in CI, 26 Nov 2026; the same notebook passes without it).
 unset CARGO_INCREMENTAL
 
+mode=()
+if [ "${1:-}" = "--time" ]; then
+  mode=(--time)
+  shift
+fi
 notebooks=()
 if [ $# -eq 0 ]; then
   notebooks=(notebooks/0*.ipynb)
@@ -64,5 +71,5 @@ else
   done
 fi
 # Kernel logs (cargo output of the first cell, panics): target/notebook-logs/NAME.kernel.log.
-"$py" notebooks/execute.py --timeout "${NOTEBOOK_CELL_TIMEOUT:-1800}" --log-dir target/notebook-logs \
+"$py" notebooks/execute.py "${mode[@]}" --timeout "${NOTEBOOK_CELL_TIMEOUT:-1800}" --log-dir target/notebook-logs \
   "${notebooks[@]}"

@@ -158,6 +158,9 @@ const TEACHERS_PAGE: &str = "book/src/teachers.md";
 /// The teachers' pages after the first (`book/src/teachers-1-....md`, ...): left out of the
 /// handout, with their lines in the book's table of contents.
 const TEACHERS_SUBPAGE: &str = "book/src/teachers-";
+/// "Teaching this course" (the schedule, the plans, the presenter's checklist): for whoever
+/// presents the course, left out of the handout like the teachers' sub-pages.
+const TEACHING_PAGE: &str = "book/src/teaching.md";
 const BOOK_SUMMARY: &str = "book/src/SUMMARY.md";
 /// The book's page checks (crates/workbook/tests/book/pages.rs) know a page with this marker as
 /// the handout's note: no learner's structure, any anchor into it accepted.
@@ -368,11 +371,13 @@ fn top(rel: &str) -> String {
     }
 }
 
-/// A teachers' page after the first (`book/src/teachers-1-grading-a-class.md`).
+/// A teachers' page after the first (`book/src/teachers-1-grading-a-class.md`), or the
+/// presenters' page (`book/src/teaching.md`).
 fn is_teachers_subpage(rel: &str) -> bool {
-    rel.starts_with(TEACHERS_SUBPAGE)
-        && rel.ends_with(".md")
-        && !rel[TEACHERS_SUBPAGE.len()..].contains('/')
+    rel == TEACHING_PAGE
+        || (rel.starts_with(TEACHERS_SUBPAGE)
+            && rel.ends_with(".md")
+            && !rel[TEACHERS_SUBPAGE.len()..].contains('/'))
 }
 
 fn transform(rel: &str, bytes: Vec<u8>, kind: Kind) -> Vec<u8> {
@@ -386,7 +391,7 @@ fn transform(rel: &str, bytes: Vec<u8>, kind: Kind) -> Vec<u8> {
         // The teachers' sub-pages are left out; so are their entries (mdBook would make them).
         let mut kept: String = text
             .lines()
-            .filter(|l| !l.contains("](teachers-"))
+            .filter(|l| !l.contains("](teachers-") && !l.contains("](teaching.md)"))
             .map(|l| format!("{l}\n"))
             .collect();
         if !text.ends_with('\n') {
@@ -787,6 +792,8 @@ mod tests {
         assert!(is_teachers_subpage("book/src/teachers-1-grading.md"));
         assert!(!is_teachers_subpage("book/src/teachers.md"));
         assert!(!is_teachers_subpage("book/src/teachers-1/x.md"));
+        assert!(is_teachers_subpage("book/src/teaching.md"));
+        assert!(!is_teachers_subpage("book/src/teaching-1.md"));
         let note = transform(
             "book/src/teachers.md",
             b"# For teachers\n\nsecret".to_vec(),
@@ -799,7 +806,7 @@ mod tests {
             note.contains("<!-- handout-note -->") && !note.contains("secret"),
             "{note}"
         );
-        let summary = "- [Intro](intro.md)\n- [For teachers](teachers.md)\n    - [Teachers 1: grading](teachers-1-grading.md)\n";
+        let summary = "- [Intro](intro.md)\n- [Teaching this course](teaching.md)\n- [For teachers](teachers.md)\n    - [Teachers 1: grading](teachers-1-grading.md)\n";
         let summary = transform(
             "book/src/SUMMARY.md",
             summary.as_bytes().to_vec(),
