@@ -17,12 +17,12 @@
     en: {
       label: "Speaker notes",
       button: "Speaker notes (n: show or hide; N: presenter's window)",
-      popout: "open in a presenter's window (N)",
+      popout: "(open in a presenter's window: N)",
     },
     "zh-CN": {
       label: "讲师备注",
       button: "讲师备注（n：显示或隐藏；N：讲师窗口）",
-      popout: "在讲师窗口中打开（N）",
+      popout: "（在讲师窗口中打开：N）",
     },
   };
   var text = TEXTS[document.documentElement.lang] || TEXTS.en;
@@ -85,7 +85,7 @@
     if (!root.classList.contains("speaker-notes-window")) {
       var link = document.createElement("a");
       link.href = WINDOW_HASH;
-      link.textContent = "(" + text.popout + ")";
+      link.textContent = text.popout;
       link.addEventListener("click", function (event) {
         event.preventDefault();
         openWindow();
