@@ -16,11 +16,13 @@
   var TEXTS = {
     en: {
       label: "Speaker notes",
+      gap: " ",
       button: "Speaker notes (n: show or hide; N: presenter's window)",
       popout: "(open in a presenter's window: N)",
     },
     "zh-CN": {
       label: "讲师备注",
+      gap: "", // no space before a full-width parenthesis
       button: "讲师备注（n：显示或隐藏；N：讲师窗口）",
       popout: "（在讲师窗口中打开：N）",
     },
@@ -81,8 +83,9 @@
   Array.prototype.forEach.call(notes, function (block) {
     var label = document.createElement("p");
     label.className = "speaker-notes-label";
-    label.textContent = text.label + " ";
+    label.textContent = text.label;
     if (!root.classList.contains("speaker-notes-window")) {
+      label.appendChild(document.createTextNode(text.gap));
       var link = document.createElement("a");
       link.href = WINDOW_HASH;
       link.textContent = text.popout;
