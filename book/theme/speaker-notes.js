@@ -86,14 +86,13 @@
     label.textContent = text.label;
     if (!root.classList.contains("speaker-notes-window")) {
       label.appendChild(document.createTextNode(text.gap));
-      var link = document.createElement("a");
-      link.href = WINDOW_HASH;
-      link.textContent = text.popout;
-      link.addEventListener("click", function (event) {
-        event.preventDefault();
-        openWindow();
-      });
-      label.appendChild(link);
+      // A button, not a link: it opens a window, it leads to no page.
+      var popout = document.createElement("button");
+      popout.type = "button";
+      popout.className = "speaker-notes-popout";
+      popout.textContent = text.popout;
+      popout.addEventListener("click", openWindow);
+      label.appendChild(popout);
     }
     block.insertBefore(label, block.firstChild);
   });
