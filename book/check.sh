@@ -14,7 +14,9 @@
 #      rendered (no TeX source shows), that every diagram is drawn (an inline SVG of non-zero
 #      size, no ```bob left), that output blocks wrap (chapter 1's named error is
 #      readable without scrolling sideways), the sidebar, search, titles, figures and links on
-#      disk; it saves one screenshot per page.
+#      disk, the speaker notes (hidden on every page; on one page the presenter's toggle shows
+#      them by a click and hides them by the key n); it saves one screenshot per page, and two of
+#      the notes hidden and shown.
 # Usage: book/check.sh [SCREENSHOT_DIR]      (default: target/book-screenshots)
 # Needs: mdbook 0.5.3, mdbook-katex 0.10.0, mdbook-linkcheck2 0.13.0, svgbob_cli 0.7.6 (the
 # diagrams, drawn by book/svgbob.py), chromium, python3 (standard library only).

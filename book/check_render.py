@@ -42,6 +42,13 @@ disk (file://):
     English), a "Key ideas" heading with 4 to 6 bullets and a "Check your understanding" heading
     with 3 to 5 questions, each answer in a <details> that starts closed;
   * a full-page PNG screenshot is saved as DIR/<page>.png.
+  * speaker notes (issue 48): every page but the glossary has one block of them
+    (<div class="speaker-notes">), last on the page and hidden.
+Once per run, the presenter's toggle works on NOTES_PAGE: the notes are hidden on opening; a
+click on the menu bar's button (its title in the edition's language) shows them, with their
+label in that language; print media hides them; a reload keeps them shown (localStorage); the
+`n` key hides them again. Screenshots: DIR/speaker-notes-hidden.png and
+DIR/speaker-notes-shown.png, the end of the page without and with its notes.
 Once per run, search works offline: the first page opened with `?search=WORD` loads the search
 index from disk and lists results that lead to pages on disk, among them the page expected for
 WORD (screenshot DIR/search.png).
@@ -150,6 +157,9 @@ PAGE_REPORT_JS = r"""
               start: svg ? Array.from(svg.querySelectorAll('text')).slice(0, 6)
                   .map(t => t.textContent).join(' ').slice(0, 40) : ''};
     }) : [],
+    speaker_notes: main ? Array.from(main.querySelectorAll('.speaker-notes')).map(
+        n => ({display: getComputedStyle(n).display, height: n.getBoundingClientRect().height,
+               last: !n.nextElementSibling})) : [],
     page_fg: main ? getComputedStyle(main).color : null,
     bob_code: Array.from(document.querySelectorAll('main code.language-bob')).length,
     bob_text: main ? main.innerText.includes('```bob') : false,
@@ -221,6 +231,35 @@ VISIBLE_TEXT_JS = r"""
                bottom: window.innerHeight},
     scroll: [code.parentElement.scrollWidth, code.parentElement.clientWidth,
              code.scrollWidth, code.clientWidth],
+  });
+})
+"""
+
+# The speaker notes and their toggle (issue 48; theme/speaker-notes.js): whether the notes show,
+# the menu bar's button (its centre, to click it), the notes' label and what localStorage keeps.
+NOTES_STATE_JS = r"""
+((scrollToEnd) => {
+  const notes = Array.from(document.querySelectorAll('main .speaker-notes'));
+  const button = document.querySelector('#speaker-notes-toggle');
+  const label = notes.length ? notes[0].querySelector('.speaker-notes-label') : null;
+  let stored = null;
+  try { stored = window.localStorage.getItem('gnn-workbook.speaker-notes'); } catch (e) {}
+  // The end of the page, where the notes are (they come last); or the top, where the menu bar
+  // shows for sure (mdbook hides it while scrolling down).
+  window.scrollTo(0, scrollToEnd ? document.documentElement.scrollHeight : 0);
+  const box = button ? button.getBoundingClientRect() : null;
+  return JSON.stringify({
+    lang: document.documentElement.lang,
+    count: notes.length,
+    shown: notes.filter(n => getComputedStyle(n).display !== 'none'
+                             && n.getBoundingClientRect().height > 0).length,
+    text: notes.length ? notes[0].innerText.trim().slice(0, 80) : '',
+    label: label ? label.textContent.trim() : null,
+    button: box && {x: box.left + box.width / 2, y: box.top + box.height / 2,
+                    width: box.width, height: box.height, title: button.title,
+                    pressed: button.getAttribute('aria-pressed'),
+                    in_menu_bar: !!button.closest('#mdbook-menu-bar, .menu-bar')},
+    stored: stored,
   });
 })
 """
@@ -383,6 +422,31 @@ class Chromium:
         png = self.call("Page.captureScreenshot", {"format": "png"}, session=True)["data"]
         with open(path, "wb") as f:
             f.write(base64.b64decode(png))
+
+    def screenshot_viewport(self, path):
+        """What the window shows now (WIDTH x HEIGHT), not the whole page."""
+        png = self.call("Page.captureScreenshot", {"format": "png"}, session=True)["data"]
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(png))
+
+    def click(self, x, y):
+        """A left click at (x, y), in CSS pixels of the viewport, as a mouse makes it."""
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y,
+                                                   "button": "left", "clickCount": 1},
+                      session=True)
+
+    def press(self, key, code, key_code):
+        """A key typed on the page (keyDown with its text, then keyUp), as a keyboard makes it."""
+        self.call("Input.dispatchKeyEvent", {"type": "keyDown", "key": key, "code": code,
+                                             "text": key, "windowsVirtualKeyCode": key_code},
+                  session=True)
+        self.call("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, "code": code,
+                                             "windowsVirtualKeyCode": key_code}, session=True)
+
+    def media(self, kind):
+        """Emulates a CSS media type ("print"; "" for the screen again)."""
+        self.call("Emulation.setEmulatedMedia", {"media": kind}, session=True)
 
     def close(self):
         try:
@@ -760,6 +824,21 @@ def check_page(browser, book_dir, src, chapter, pages, screenshots, structure=No
         elif os.path.isdir(target) and not os.path.isfile(os.path.join(target, "README.md")):
             problems.append(f"{page}: link {link['href']!r} is a folder without README.md ({target})")
 
+    # Speaker notes (issue 48): one block on every page but the glossary, last in the page, and
+    # hidden from a reader who has not turned them on.
+    notes = report["speaker_notes"]
+    if name not in NO_STRUCTURE:
+        if len(notes) != 1:
+            problems.append(f"{page}: {len(notes)} block(s) of speaker notes "
+                            "(<div class=\"speaker-notes\">), expected one")
+        for block in notes:
+            if block["display"] != "none" or block["height"] > 0:
+                problems.append(f"{page}: the speaker notes show before the presenter turns "
+                                f"them on (display {block['display']!r}, "
+                                f"{block['height']:.0f} px high)")
+            if not block["last"]:
+                problems.append(f"{page}: the speaker notes are not the last thing on the page")
+
     found, anchors = anchor_problems(page, path, book_dir, report["links"])
     problems += found
     checks_structure = structure is not None and name not in NO_STRUCTURE
@@ -787,6 +866,97 @@ def check_page(browser, book_dir, src, chapter, pages, screenshots, structure=No
         f"{len(report['diagrams'])} diagram(s) ({diagrams} expected); "
         f"{links} local link(s) and {anchors} anchor(s) checked"
         f"{'; structure checked' if checks_structure else ''}; screenshot {shot}"
+    )
+    return problems
+
+
+# The toggle is checked on this page (notes hidden, shown by a click on the menu bar's button,
+# remembered on reload, hidden again by the `n` key, never printed), with two screenshots.
+NOTES_PAGE = "01-1-device-mismatch.html"
+# The notes' label and the button's title start with these words in each edition
+# (theme/speaker-notes.js); an edition missing here must at least not show the English words.
+NOTES_LABEL = {"en": "Speaker notes", "zh-CN": "讲师备注"}
+
+
+def check_notes(browser, book_dir, screenshots):
+    """The presenter's toggle on NOTES_PAGE, driven as a presenter would: a click, a reload, a key."""
+    page = NOTES_PAGE
+    url = file_url(os.path.join(book_dir, page))
+    problems = []
+
+    def state(when, end=True):
+        st = json.loads(browser.evaluate(f"{NOTES_STATE_JS}({'true' if end else 'false'})"))
+        st["when"] = when
+        return st
+
+    browser.open(url)
+    # A fresh profile: nothing remembered, the notes hidden.
+    browser.evaluate("(() => { try { localStorage.removeItem('gnn-workbook.speaker-notes'); }"
+                     " catch (e) {} return true; })()")
+    browser.open(url)
+    before = state("on opening the page")
+    hidden_shot = os.path.join(screenshots, "speaker-notes-hidden.png")
+    browser.screenshot_viewport(hidden_shot)
+    if before["count"] != 1:
+        problems.append(f"{page}: {before['count']} block(s) of speaker notes, expected one")
+    if before["shown"]:
+        problems.append(f"{page}: the speaker notes show {before['when']}, before any toggle")
+    button = before["button"]
+    if not button:
+        problems.append(f"{page}: no speaker-notes button (#speaker-notes-toggle) in the menu bar")
+        return problems
+    if not button["in_menu_bar"] or button["width"] < 1 or button["height"] < 1:
+        problems.append(f"{page}: the speaker-notes button is not on screen in the menu bar "
+                        f"({button})")
+    expected = NOTES_LABEL.get(before["lang"])
+    if expected and not button["title"].startswith(expected):
+        problems.append(f"{page}: the button's title is {button['title']!r}, expected it to "
+                        f"start with {expected!r} (lang {before['lang']!r})")
+    if not expected and button["title"].startswith(NOTES_LABEL["en"]):
+        problems.append(f"{page}: the button's title is English ({button['title']!r}) in an "
+                        f"edition in {before['lang']!r}: add its words to speaker-notes.js")
+
+    # A click on the button, as a presenter makes it, from the top of the page.
+    button = state("at the top of the page", end=False)["button"]
+    time.sleep(0.3)  # let mdbook's menu bar settle after the scroll
+    browser.click(button["x"], button["y"])
+    shown = state("after a click on the button")
+    if shown["shown"] != 1:
+        problems.append(f"{page}: the speaker notes do not show {shown['when']}")
+    if shown["button"] and shown["button"]["pressed"] != "true":
+        problems.append(f"{page}: the button is not marked pressed (aria-pressed) "
+                        f"{shown['when']}")
+    if expected and not (shown["label"] or "").startswith(expected):
+        problems.append(f"{page}: the notes' label is {shown['label']!r}, expected it to start "
+                        f"with {expected!r}")
+    shown_shot = os.path.join(screenshots, "speaker-notes-shown.png")
+    browser.screenshot_viewport(shown_shot)
+    # Never in a printed book, even with the notes on.
+    browser.media("print")
+    printed = state("in print")
+    browser.media("")
+    if printed["shown"]:
+        problems.append(f"{page}: the speaker notes would be printed (print media shows them)")
+
+    # Remembered: the next page load (the next page a presenter opens) shows them too.
+    browser.open(url)
+    again = state("after reloading the page")
+    if again["shown"] != 1 or again["stored"] != "shown":
+        problems.append(f"{page}: the toggle is not remembered: {again['when']}, notes shown "
+                        f"{again['shown']}, localStorage {again['stored']!r}")
+
+    # The keyboard: `n` hides them again (and forgets).
+    browser.press("n", "KeyN", 78)
+    off = state("after the key n")
+    if off["shown"] or off["stored"] is not None:
+        problems.append(f"{page}: the key n does not hide the speaker notes (shown "
+                        f"{off['shown']}, localStorage {off['stored']!r})")
+    found, requests = request_problems(page, browser.drain_events())
+    problems += found
+    print(
+        f"{'ok  ' if not problems else 'FAIL'} speaker notes on {page}: hidden on opening, shown "
+        f"by a click on {button['title']!r}, label {shown['label']!r}, not printed, remembered "
+        f"on reload, hidden by n; {requests} request(s); screenshots {hidden_shot}, {shown_shot}"
     )
     return problems
 
@@ -859,6 +1029,11 @@ def main():
                 found = [f"{chapter[0][:-3]}.html: {e}"]
                 print(f"FAIL {chapter[0][:-3]}.html: {e}")
             problems += found
+        try:
+            problems += check_notes(browser, args.book_dir, args.screenshots)
+        except (RuntimeError, TimeoutError) as e:
+            problems.append(f"speaker notes: {e}")
+            print(f"FAIL speaker notes: {e}")
         try:
             problems += check_search(browser, args.book_dir, pages[0], args.screenshots)
         except (RuntimeError, TimeoutError) as e:

@@ -18,8 +18,16 @@
 //!   lower-cased, spaces to `-`, every character but letters, digits, `-` and `_` dropped, `-1`,
 //!   `-2`... on repeats), an explicit `{#id}` on a heading, and every `id="..."` in its HTML.
 //!
+//! - **speaker notes** (issue 48): the page's last block, `<div class="speaker-notes">` ...
+//!   `</div>` on lines of their own, for whoever teaches from the book; hidden from readers
+//!   (book/theme/speaker-notes.css, shown by the presenter's toggle), so they are not part of
+//!   what the checks below call the page: they count toward no word total, reading time, section
+//!   or first use of a glossary term (their links are checked with the rest).
+//!
 //! The page structure a learner needs (`every_page_is_one_a_learner_can_finish`, the conventions
-//! of issue 43), on every page but the glossary:
+//! of issues 43 and 48), on every page but the glossary:
+//! - speaker notes at the end of the page (nothing after them), one block, holding the bullets
+//!   [`NOTES_LABELS`] in that order, each with at least [`NOTES_MIN_WORDS`] words after its label;
 //! - at most [`MAX_WORDS`] words;
 //! - the first line `# Title`, the next non-blank line `*Reading time: about N minutes.*` with N
 //!   within a minute (or a fifth, whichever is more) of ceil(words / [`WORDS_PER_MINUTE`]);
@@ -85,6 +93,20 @@ const CODE_TERM: &str = "sim-n";
 const MAX_WORDS: usize = 3000;
 /// Reading speed behind the reading-time line: N = ceil(words / 180).
 const WORDS_PER_MINUTE: usize = 180;
+
+/// A page's speaker notes (issue 48): the block's first and last lines.
+const NOTES_OPEN: &str = "<div class=\"speaker-notes\">";
+const NOTES_CLOSE: &str = "</div>";
+/// The bullets of a page's speaker notes, in order: what to say, what to put on screen, the
+/// question students ask there (with its answer), what can go wrong in the room and what to do.
+const NOTES_LABELS: [&str; 4] = [
+    "**Say:**",
+    "**Show:**",
+    "**Students ask:**",
+    "**If it goes wrong:**",
+];
+/// The fewest words after each label: a bullet that says something.
+const NOTES_MIN_WORDS: usize = 8;
 
 const GLOSSARY: &str = "glossary.md";
 /// The mark of the students' handout's note that stands for the teachers' pages
@@ -809,10 +831,117 @@ fn sections(text: &str) -> Vec<(usize, String, String)> {
         .collect()
 }
 
-/// The learner's structure of one page (BOOK-CONVENTIONS, "Pages"), as problems.
+/// A page's text split into what a reader sees (the speaker notes' lines blanked, so that line
+/// numbers stay) and the body of each block of speaker notes, with the line it starts on (1-based)
+/// and whether it was closed.
+fn split_notes(text: &str) -> (String, Vec<(usize, String, bool)>) {
+    let outside = blank_code(text);
+    let mut reader = String::with_capacity(text.len());
+    let mut notes: Vec<(usize, String, bool)> = Vec::new();
+    let mut open = false;
+    for (n, (line, plain)) in text.lines().zip(outside.lines()).enumerate() {
+        if !open && plain.trim() == NOTES_OPEN {
+            open = true;
+            notes.push((n + 1, String::new(), false));
+        } else if open && plain.trim() == NOTES_CLOSE {
+            open = false;
+            notes.last_mut().expect("opened").2 = true;
+        } else if open {
+            let body = &mut notes.last_mut().expect("opened").1;
+            body.push_str(line);
+            body.push('\n');
+        } else {
+            reader.push_str(line);
+        }
+        reader.push('\n');
+    }
+    (reader, notes)
+}
+
+/// What is wrong with a page's speaker notes: there must be one block, last on the page, with
+/// the four [`NOTES_LABELS`] bullets in order, each saying something.
+fn notes_problems(name: &str, text: &str) -> Vec<String> {
+    let (_, notes) = split_notes(text);
+    let mut problems = Vec::new();
+    let Some((line, body, closed)) = notes.first() else {
+        return vec![format!(
+            "{name}: no speaker notes: end the page with `{NOTES_OPEN}` ... `{NOTES_CLOSE}` \
+             (blank lines around the markdown inside) holding the bullets {NOTES_LABELS:?}"
+        )];
+    };
+    if notes.len() > 1 {
+        problems.push(format!(
+            "{name}: {} blocks of speaker notes (lines {:?}): one, at the end of the page",
+            notes.len(),
+            notes.iter().map(|(l, ..)| *l).collect::<Vec<_>>()
+        ));
+    }
+    if !closed {
+        problems.push(format!(
+            "{name}: the speaker notes (line {line}) have no `{NOTES_CLOSE}` on a line of its own"
+        ));
+    }
+    let after = text
+        .lines()
+        .skip(*line)
+        .skip_while(|l| l.trim() != NOTES_CLOSE)
+        .skip(1)
+        .any(|l| !l.trim().is_empty());
+    if *closed && notes.len() == 1 && after {
+        problems.push(format!(
+            "{name}: the page goes on after its speaker notes (line {line}): they come last"
+        ));
+    }
+    let bullets: Vec<&str> =
+        body.lines().filter_map(|l| l.strip_prefix("- ")).collect();
+    let mut from = 0;
+    for label in NOTES_LABELS {
+        match bullets[from..].iter().position(|b| b.starts_with(label)) {
+            None => problems.push(format!(
+                "{name}: the speaker notes (line {line}) lack the bullet `- {label}` \
+                 (in the order {NOTES_LABELS:?})"
+            )),
+            Some(k) => {
+                from += k;
+                // The bullet runs on over its continuation lines, up to the next bullet.
+                let start = body
+                    .lines()
+                    .position(|l| l.strip_prefix("- ") == Some(bullets[from]))
+                    .expect("a bullet of the body");
+                let rest: String = std::iter::once(&bullets[from][label.len()..])
+                    .chain(
+                        body.lines()
+                            .skip(start + 1)
+                            .take_while(|l| !l.starts_with("- "))
+                            .map(|l| l as &str),
+                    )
+                    .collect::<Vec<&str>>()
+                    .join("\n");
+                let words = word_count(&rest);
+                if words < NOTES_MIN_WORDS {
+                    problems.push(format!(
+                        "{name}: the speaker notes' `{label}` says {words} word(s): \
+                         at least {NOTES_MIN_WORDS}"
+                    ));
+                }
+                from += 1;
+            }
+        }
+    }
+    problems
+}
+
+/// The learner's structure of one page (BOOK-CONVENTIONS, "Pages"), as problems; the speaker
+/// notes are checked here, and left out of everything else.
 fn structure_problems(page: &Page) -> Vec<String> {
     let name = &page.name;
-    let mut problems = Vec::new();
+    let mut problems = notes_problems(name, &page.text);
+    let (reader, _) = split_notes(&page.text);
+    let page = &Page {
+        name: page.name.clone(),
+        text: reader,
+        includes: Vec::new(),
+    };
     let words = word_count(&page.text);
     if words > MAX_WORDS {
         problems.push(format!(
@@ -1276,7 +1405,9 @@ fn every_page_is_one_a_learner_can_finish() {
     {
         problems.extend(structure_problems(page));
         let lines: Vec<&str> = page.text.lines().collect();
-        for (id, form, line) in unlinked_first_uses(&page.text) {
+        // The speaker notes are not prose the reader meets: the first use is in the page.
+        let (reader, _) = split_notes(&page.text);
+        for (id, form, line) in unlinked_first_uses(&reader) {
             // Line numbers count the page with its includes expanded: quote the line too.
             let quote: String = lines
                 .get(line - 1)
@@ -1620,7 +1751,13 @@ fn the_structure_check_finds_what_is_missing() {
                 - one\n- two\n- three\n- four\n\n## Check your understanding\n\n\
                 1. Why?\n\n<details><summary>Answer</summary>\n\nBecause.\n\n</details>\n\n\
                 2. How?\n\n<details><summary>Answer</summary>\n\nSo.\n\n</details>\n\n\
-                3. What?\n\n<details><summary>Answer</summary>\n\nThat.\n\n</details>\n";
+                3. What?\n\n<details><summary>Answer</summary>\n\nThat.\n\n</details>\n\n\
+                <div class=\"speaker-notes\">\n\n\
+                - **Say:** the one sentence that carries this page, said out loud.\n\
+                - **Show:** listing 1.1 and its output, then run the test live.\n\
+                - **Students ask:** \"Why?\" Because the page says so, in its second\n  section.\n\
+                - **If it goes wrong:** with no network, show the saved output instead.\n\n\
+                </div>\n";
     let page = |text: &str| Page {
         name: "p.md".into(),
         text: text.into(),
@@ -1638,6 +1775,63 @@ fn the_structure_check_finds_what_is_missing() {
     assert!(structure_problems(&page(&long))
         .iter()
         .any(|p| p.contains("rendered words")));
+}
+
+/// Speaker notes are required, last, complete, and hidden from every count a reader's page makes.
+#[test]
+fn speaker_notes_are_required_and_count_for_nothing() {
+    let notes = "<div class=\"speaker-notes\">\n\n\
+                 - **Say:** the device is part of the value, and a mismatch names its culprit.\n\
+                 - **Show:** listing 1.1 and its output; run `cargo test` live in the room.\n\
+                 - **Students ask:** \"Is a placement a device?\" No: a placement names\n  \
+                 where a tensor lives.\n\
+                 - **If it goes wrong:** no GPU in the room: every example runs on `sim:1`.\n\n\
+                 </div>\n";
+    let body = "# 1.1 Page\n\nA device here.\n\n";
+    let with = format!("{body}{notes}");
+    assert_eq!(notes_problems("p.md", &with), Vec::<String>::new());
+    let (reader, found) = split_notes(&with);
+    assert_eq!(found.len(), 1);
+    assert_eq!(word_count(&reader), word_count(body));
+    // "placement" in the notes is not a first use in prose: only the page's "device" is.
+    let uses: Vec<String> = unlinked_first_uses(&reader)
+        .into_iter()
+        .map(|(id, ..)| id)
+        .collect();
+    assert_eq!(uses, vec!["device".to_string()]);
+
+    let missing = notes_problems("p.md", body);
+    assert!(
+        missing.len() == 1 && missing[0].starts_with("p.md: no speaker notes"),
+        "{missing:?}"
+    );
+    let not_last = notes_problems("p.md", &format!("{with}\nMore text.\n"));
+    assert!(
+        not_last.iter().any(|p| p.contains("goes on after")),
+        "{not_last:?}"
+    );
+    let unclosed = notes_problems("p.md", &with.replace("</div>", ""));
+    assert!(
+        unclosed.iter().any(|p| p.contains("no `</div>`")),
+        "{unclosed:?}"
+    );
+    let thin = notes_problems(
+        "p.md",
+        &with.replace("- **Show:** listing 1.1 and its output; run `cargo test` live in the room.", "- **Show:** the listing."),
+    );
+    assert!(
+        thin.len() == 1 && thin[0].contains("`**Show:**` says 2 word(s)"),
+        "{thin:?}"
+    );
+    let unordered = notes_problems("p.md", &with.replace("**Say:**", "**Tell:**"));
+    assert!(
+        unordered.len() == 1
+            && unordered[0].contains("lack the bullet `- **Say:**`"),
+        "{unordered:?}"
+    );
+    // A notes block shown as code (a listing about the markup) is not the page's notes.
+    let quoted = format!("{body}```markdown\n{notes}```\n");
+    assert!(notes_problems("p.md", &quoted)[0].contains("no speaker notes"));
 }
 
 #[test]
