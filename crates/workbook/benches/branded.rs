@@ -35,7 +35,10 @@ fn unbranded(graph: &Graph, at: &Placement, steps: usize) -> workbook::Result<Ve
     let (model, _) = Model::init(config, 0, at)?;
     let mut opt = Adam::for_model(&model, 0.01, |_| 0.0)?;
     let mut dropout = Dropout::new(0, at.device());
-    let (y, ids) = (graph.y().expect("labels"), &graph.split().expect("split").train);
+    let (y, ids) = (
+        graph.y().expect("labels"),
+        &graph.split().expect("split").train,
+    );
     let mut times = Vec::new();
     for k in 0..steps + 2 {
         let start = Instant::now();

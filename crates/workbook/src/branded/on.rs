@@ -165,7 +165,7 @@ pub fn branded<'d, T: Placeable>(dev: &Dev<'d>, value: T) -> Result<On<'d, T>> {
     value.check_on(dev.placement()).map_err(|e| match e {
         WorkbookError::DeviceMismatch(m) => WorkbookError::DeviceMismatch(Box::new(
             Mismatch { fix: None, ..*m }.with_fix(format!(
-                "brand it where it is, or move it here first: dev.put(&value)? (PyTorch: value.to(\"{}\"))",
+                "Brand it where it is, or move it here first: dev.put(&value)? (PyTorch: value.to(\"{}\"))",
                 dev.placement()
             )),
         )),
@@ -176,7 +176,7 @@ pub fn branded<'d, T: Placeable>(dev: &Dev<'d>, value: T) -> Result<On<'d, T>> {
 
 impl Placeable for Graph {
     fn check_on(&self, at: &Placement) -> Result<()> {
-        Graph::check_on(self, "the brand's device", at)
+        Graph::check_on(self, "values branded for this device", at)
     }
     fn move_to(&self, to: &Placement) -> Result<Self> {
         self.to_device(to)
@@ -196,7 +196,7 @@ impl Placeable for Model {
                     .map(|(n, p)| Placed::new(n.clone(), Role::Buffer, p)),
             )
             .collect();
-        check_all("the brand's device", at, &items)
+        check_all("values branded for this device", at, &items)
     }
     fn move_to(&self, to: &Placement) -> Result<Self> {
         self.to_device(to)
@@ -206,7 +206,7 @@ impl Placeable for Model {
 impl Placeable for PlacedTensor {
     fn check_on(&self, at: &Placement) -> Result<()> {
         check_all(
-            "the brand's device",
+            "values branded for this device",
             at,
             &[Placed::new(self.name(), Role::Operand, self.placement())],
         )
@@ -220,7 +220,7 @@ impl Placeable for Adam {
     fn check_on(&self, at: &Placement) -> Result<()> {
         self.check_placement()?;
         check_all(
-            "the brand's device",
+            "values branded for this device",
             at,
             &[Placed::new(
                 "optimiser state",

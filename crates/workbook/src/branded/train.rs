@@ -101,15 +101,19 @@ pub fn cross_entropy<'d>(
 ) -> Result<On<'d, PlacedTensor>> {
     let (logits, labels) = (logits.value(), labels.value());
     let loss = candle_nn::loss::cross_entropy(logits.tensor(), labels.tensor())?;
-    Ok(On::new(PlacedTensor::wrap("loss", loss, logits.placement())?))
+    Ok(On::new(PlacedTensor::wrap(
+        "loss",
+        loss,
+        logits.placement(),
+    )?))
 }
 
 /// Stacks the rows of several tensors on one device (PyTorch: `torch.cat(outputs)`): outputs of
 /// other devices must be moved here first (`out.to(&dev)?`).
 pub fn gather<'d>(parts: &[&On<'d, PlacedTensor>]) -> Result<On<'d, PlacedTensor>> {
-    let first = parts.first().ok_or_else(|| {
-        WorkbookError::InvalidConfig("gather needs at least one tensor".into())
-    })?;
+    let first = parts
+        .first()
+        .ok_or_else(|| WorkbookError::InvalidConfig("gather needs at least one tensor".into()))?;
     let tensors: Vec<&Tensor> = parts.iter().map(|p| p.tensor()).collect();
     Ok(On::new(PlacedTensor::wrap(
         "gathered",
