@@ -21,7 +21,8 @@
 use super::dev::{Brand, Dev};
 use crate::error::{Mismatch, Result, WorkbookError};
 use crate::graph::Graph;
-use crate::model::Model;
+use crate::model::{Model, ModelConfig};
+use crate::ops::Dropout;
 use crate::placed_tensor::PlacedTensor;
 use crate::placement::{check_all, Placed, Placement, Role};
 use crate::train::Adam;
@@ -68,6 +69,32 @@ impl<'d, T: Placeable> On<'d, T> {
         Ok(Cpu {
             value: self.value.move_to(&Placement::cpu())?,
         })
+    }
+}
+
+/// What a branded placement makes: values with its brand. (Here, not in `dev.rs`, so that the
+/// brand's two files import one way.)
+impl<'d> Dev<'d> {
+    /// A copy of `value` on this device (PyTorch: `value.to(device)`), recorded in the ledger as
+    /// every move is; already here, no copy. The way an unbranded value enters the brand.
+    pub fn put<T: Placeable>(&self, value: &T) -> Result<On<'d, T>> {
+        Ok(On::new(value.move_to(self.placement())?))
+    }
+
+    /// A freshly initialised model on this device ([`Model::init`], seeded).
+    pub fn init(&self, config: ModelConfig, seed: u64) -> Result<On<'d, Model>> {
+        let (model, _) = Model::init(config, seed, self.placement())?;
+        Ok(On::new(model))
+    }
+
+    /// A one-dimensional `f32` tensor of `values`, drawn on the host and uploaded here.
+    pub fn tensor(&self, name: &str, values: &[f32]) -> Result<On<'d, PlacedTensor>> {
+        Ok(On::new(PlacedTensor::new(name, values, self.placement())?))
+    }
+
+    /// A seeded source of dropout masks for this device's forward passes.
+    pub fn dropout(&self, seed: u64) -> On<'d, Dropout> {
+        On::new(Dropout::new(seed, self.placement().device()))
     }
 }
 
