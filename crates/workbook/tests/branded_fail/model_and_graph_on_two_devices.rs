@@ -1,5 +1,5 @@
-// Chapter 1: the model on one device, the graph on another (PyTorch: "Expected all tensors to
-// be on the same device, but found at least two devices, cuda:0 and cuda:1!").
+// Chapter 1: the model on one device, the graph on another (PyTorch: "Expected
+// all tensors to be on the same device, but found ... cuda:0 and cuda:1!").
 use workbook::branded::{train, with_placements};
 use workbook::{datasets, ModelConfig, Placement};
 
