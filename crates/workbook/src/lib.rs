@@ -50,7 +50,7 @@
 //! layers: module layers
 //! model: model
 //! training and checkpoints: train checkpoint
-//! uses of a model: export predict inspect parallel
+//! uses of a model: export predict inspect parallel branded
 //! ```
 //!
 //! - **ids and errors**: [`PlacementId`](ids::PlacementId) and [`Role`](ids::Role), the values
@@ -74,7 +74,7 @@
 //! - **model**: a stack of layers and its config ([`model`]);
 //! - **training and checkpoints**: [`train`]ing (full-batch and mini-batch), [`checkpoint`]s;
 //! - **uses of a model**: [`export`] (pre-flight, safetensors, ONNX), [`predict`], [`inspect`]
-//!   tables, many devices ([`parallel`]).
+//!   tables, many devices ([`parallel`]), placements the compiler checks ([`branded`]).
 //!
 //! Within a layer, imports run one way too. `scripts/import_graph.py` draws the graph from the
 //! source and checks it against the table above (the test `tests/layout.rs` runs it): no import
@@ -103,6 +103,7 @@
 extern crate self as workbook;
 
 pub mod atomic_write;
+pub mod branded;
 pub mod checkpoint;
 pub mod datasets;
 pub mod device;

@@ -43,6 +43,26 @@ impl PlacedTensor {
         })
     }
 
+    /// `tensor`, already on `at`, under `name`; refused when its candle device is not `at`'s
+    /// (a bare tensor cannot tell `sim:1` from `cpu`: both are host memory, so that part is
+    /// the caller's word).
+    pub fn wrap(name: &str, tensor: Tensor, at: &Placement) -> Result<Self> {
+        if !tensor.device().same_device(at.device()) {
+            return Err(WorkbookError::DeviceMismatch(Box::new(Mismatch::new(
+                format!("the placement given for '{name}'"),
+                at.id(),
+                Role::Operand,
+                name,
+                Placement::of(tensor.device()).id(),
+            ))));
+        }
+        Ok(Self {
+            name: name.into(),
+            tensor,
+            placement: at.clone(),
+        })
+    }
+
     /// The tensor's name, used in errors and in the ledger.
     pub fn name(&self) -> &str {
         &self.name

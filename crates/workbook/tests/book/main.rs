@@ -294,6 +294,59 @@ fn cached_gcn() -> ModelConfig {
 }
 
 #[test]
+fn ch01_refused_by_the_compiler() {
+    use workbook::branded::{train, with_placement};
+    let graph = datasets::karate(Placement::cpu()).unwrap();
+    // ANCHOR: ch01_branded
+    let ledger = Ledger::new();
+    let gpu = lesson_device().with_ledger(&ledger); // sim:1 here, cuda:0 on a GPU
+    let loss = with_placement(gpu, |gpu| -> workbook::Result<f32> {
+        let model = gpu.init(ModelConfig::gcn(34, 16, 4), 0)?; // On<'gpu, Model>
+        let graph = gpu.put(&graph)?; // a recorded move: On<'gpu, Graph>
+        let mut opt = train::adam(&model, 0.01)?; // its state where the model is
+        let mut dropout = gpu.dropout(0);
+        let loss = train::step(&model, &mut opt, &graph, &mut dropout)?;
+        train::scalar(&loss) // read back to the host: an f32, no brand
+    })
+    .unwrap();
+    println!("loss after one step: {loss:.4}");
+    print!("{}", ledger.table());
+    // ANCHOR_END: ch01_branded
+    assert!(loss.is_finite());
+    generated(
+        "ch01_branded.txt",
+        &format!("loss after one step: {loss:.4}\n{}", ledger.table()),
+    );
+}
+
+#[test]
+fn ch01_a_brand_checked_at_run_time() {
+    use workbook::branded::{branded, with_placement};
+    // ANCHOR: ch01_branded_fallback
+    // A plain value, from outside any brand (a file, a thread, a list of devices):
+    let graph = datasets::karate(Placement::cpu()).unwrap();
+    let answer =
+        with_placement(lesson_device(), |gpu| -> workbook::Result<String> {
+            if let Err(err) = branded(&gpu, graph.clone()) {
+                println!("{err}"); // checked at run time: not on sim:1
+            }
+            let graph = gpu.put(&graph)?; // moved, so branded
+            Ok(format!(
+                "{} nodes on {}",
+                graph.num_nodes(),
+                graph.placement()
+            ))
+        })
+        .unwrap();
+    println!("{answer}");
+    // ANCHOR_END: ch01_branded_fallback
+    let err = with_placement(lesson_device(), |gpu| {
+        branded(&gpu, graph.clone()).map(|_| ()).unwrap_err()
+    });
+    generated("ch01_branded_fallback.txt", &format!("{err}\n{answer}\n"));
+}
+
+#[test]
 fn ch02_moving_a_model_moves_its_buffers() {
     let gpu = lesson_device();
     let cpu = Placement::cpu();
