@@ -193,18 +193,30 @@ impl Log {
     }
 
     /// Keys whose values differ between this log and `other` (both taken as references): used to
-    /// check that a scenario's values depend on the challenge.
+    /// check that a scenario's values depend on the challenge. A key is compared with the same key
+    /// of `other`; a key that `other` does not have (its name holds a drawn value, `the error for
+    /// 'gpu3'`) with the record at the same position, when both logs have as many: a name drawn
+    /// from the challenge is known to code in the process, so only the value can prove the work.
     pub fn differing_keys(&self, other: &Log) -> Vec<String> {
         let theirs = other.by_key();
+        let aligned = self.observations.len() == other.observations.len();
         self.observations
             .iter()
-            .filter(|(key, value, _)| {
-                theirs
-                    .get(key.as_str())
-                    .is_none_or(|v| diff(value, v, &Tolerance::EXACT).is_some())
+            .enumerate()
+            .filter(|(i, (key, value, _))| {
+                let counterpart = theirs.get(key.as_str()).copied().or_else(|| {
+                    aligned
+                        .then(|| &other.observations[*i].1)
+                        .filter(|_| !self.has_key(&other.observations[*i].0))
+                });
+                counterpart.is_none_or(|v| diff(value, v, &Tolerance::EXACT).is_some())
             })
-            .map(|(k, _, _)| k.clone())
+            .map(|(_, (k, _, _))| k.clone())
             .collect()
+    }
+
+    fn has_key(&self, key: &str) -> bool {
+        self.observations.iter().any(|(k, _, _)| k == key)
     }
 }
 
@@ -504,5 +516,21 @@ mod tests {
         let two = log(&[obs("fixed", 1.into()), obs("seeded", 0.75.into())]);
         assert_eq!(one.differing_keys(&two), vec!["seeded".to_string()]);
         assert_eq!(one.same_keys(&two), vec!["fixed".to_string()]);
+        // A drawn value in a key's name does not make its value depend on the challenge: the
+        // record at the same position is compared.
+        let one = log(&[
+            obs("seeded", 0.25.into()),
+            obs("'gpu3' refused", true.into()),
+        ]);
+        let two = log(&[
+            obs("seeded", 0.75.into()),
+            obs("'gpu7' refused", true.into()),
+        ]);
+        assert_eq!(one.same_keys(&two), vec!["'gpu3' refused".to_string()]);
+        let two = log(&[
+            obs("seeded", 0.75.into()),
+            obs("'gpu7' refused", false.into()),
+        ]);
+        assert!(one.same_keys(&two).is_empty());
     }
 }
