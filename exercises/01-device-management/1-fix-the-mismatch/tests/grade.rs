@@ -4,7 +4,7 @@
 //! Each test is a scenario (the `scenario` crate): it records what it observed, and a teacher's
 //! grader compares that with the reference solution's. The accelerator is `cuda:0` on a machine
 //! with a GPU, else a simulated device whose number the grading run picks, as it picks the
-//! models' seeds.
+//! models' seeds (so the logits and the predictions cannot be written down in advance).
 
 use super::fix_the_mismatch::{forward_anywhere, karate_predictions};
 use scenario::{Json, Scenario};
@@ -76,14 +76,19 @@ fn moves_the_graph_to_wherever_the_model_is() {
     // the parts that are elsewhere, as PyG's data.to does).
     let ledger = Ledger::new();
     let at = gpu.with_ledger(&ledger);
-    let model = gcn_on(&at, 0);
+    let model = gcn_on(&at, s.seed("model"));
     let already_there = datasets::karate(&at).unwrap();
     ledger.clear();
-    forward_anywhere(&model, &already_there).unwrap_or_else(|e| {
+    let out = forward_anywhere(&model, &already_there).unwrap_or_else(|e| {
         panic!("forward_anywhere failed with the model and the graph on {at}: {e}")
     });
     let copies = graph_copies(&ledger);
-    s.observe("copies with both on the accelerator", &Json(&copies));
+    // One record: the copies (none) with the logits of the challenge's model, which the judge
+    // could not be handed in advance.
+    s.observe(
+        "with both on the accelerator: the copies and the logits",
+        &(Json(&copies), &out.logits),
+    );
     assert!(
         copies.is_empty(),
         "the graph was already on {at}, yet it was copied: {copies:?}"
@@ -102,10 +107,11 @@ fn graph_copies(ledger: &Ledger) -> Vec<workbook::ledger::Transfer> {
 #[test]
 fn predictions_match_the_cpu_and_come_back_once() {
     let s = scenario::start();
-    let on_cpu = karate_predictions(&Placement::cpu()).expect("predicting on the cpu");
+    let seed = s.seed("model");
+    let on_cpu = karate_predictions(&Placement::cpu(), seed).expect("predicting on the cpu");
     let ledger = Ledger::new();
     let gpu = accelerator(&s).with_ledger(&ledger);
-    let on_gpu = karate_predictions(&gpu)
+    let on_gpu = karate_predictions(&gpu, seed)
         .unwrap_or_else(|e| panic!("karate_predictions failed on {gpu}: {e}"));
     s.observe("predictions", &on_gpu);
     s.observe("copies", &Json(ledger.transfers()));

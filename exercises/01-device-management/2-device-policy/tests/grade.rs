@@ -4,7 +4,9 @@
 //! Each test is a scenario (the `scenario` crate): it records what it observed, and a teacher's
 //! grader compares that with the reference solution's. The run's challenge picks the device
 //! numbers, the number of GPUs of the machines the policy is asked about, and how the spellings
-//! are capitalised, so the answers cannot be written down in advance.
+//! are capitalised, so the answers cannot be written down in advance. Each test records its
+//! answers as one value, the fixed questions' answers (`cpu` parses as `Cpu`) with the drawn
+//! ones', so that no record is a value the judge could be handed in advance.
 
 use super::device_policy::{choose, decide, Decision, DeviceSpec, Machine, DEVICE_ENV};
 use scenario::{Scenario, Shown};
@@ -147,7 +149,7 @@ fn check(c: &Case, gpus: usize, decided: Result<Decision, String>) {
 fn parses_every_accepted_spelling() {
     let s = scenario::start();
     let (a, b) = (s.pick("cuda number", 1..16), s.pick("sim number", 1..64));
-    for (spelling, want) in [
+    let spellings = [
         ("auto".to_string(), DeviceSpec::Auto),
         ("cpu".to_string(), DeviceSpec::Cpu),
         ("cuda".to_string(), DeviceSpec::Cuda(0)),
@@ -164,12 +166,19 @@ fn parses_every_accepted_spelling() {
             format!("\t{}", any_case(&s, &format!("cuda:{a}"))),
             DeviceSpec::Cuda(a),
         ),
-    ] {
-        let got = spelling.parse::<DeviceSpec>();
-        s.observe(
-            format!("'{spelling}' parses as"),
-            &Shown(got.as_ref().map_err(|_| "an error")),
-        );
+    ];
+    let parsed: Vec<_> = spellings
+        .iter()
+        .map(|(spelling, _)| spelling.parse::<DeviceSpec>())
+        .collect();
+    s.observe(
+        "each spelling, in order, parses as",
+        &parsed
+            .iter()
+            .map(|got| Shown(got.as_ref().map_err(|_| "an error")))
+            .collect::<Vec<_>>(),
+    );
+    for ((spelling, want), got) in spellings.into_iter().zip(parsed) {
         let got = got.unwrap_or_else(|e| {
             panic!("'{spelling}' should parse as {want:?} (any case, surrounding spaces ignored), but parsing failed: {e}")
         });
@@ -181,7 +190,7 @@ fn parses_every_accepted_spelling() {
 fn rejects_other_spellings_and_lists_the_accepted_ones() {
     let s = scenario::start();
     let n = s.pick("a number", 1..100);
-    for spelling in [
+    let spellings = [
         format!("gpu{n}"),
         "gpu".to_string(),
         "cuda:".to_string(),
@@ -195,22 +204,29 @@ fn rejects_other_spellings_and_lists_the_accepted_ones() {
         format!("sim:{n} {n}"),
         format!("cpu{n}"),
         String::new(),
-    ] {
-        let quoted = format!("'{spelling}'");
-        let mentions: Result<Vec<&str>, String> = match spelling.parse::<DeviceSpec>() {
+    ];
+    // What each error quotes and lists, in order: the drawn spellings' errors must quote them.
+    let mentions: Vec<Result<Vec<String>, String>> = spellings
+        .iter()
+        .map(|spelling| match spelling.parse::<DeviceSpec>() {
             Ok(spec) => Err(format!("{spec:?}")),
             Err(e) => {
                 let msg = e.to_string();
+                let quoted = format!("'{spelling}'");
                 Ok([quoted.as_str(), "auto", "cpu", "cuda", "cuda:N", "sim:N"]
                     .into_iter()
                     .filter(|w| msg.contains(w))
+                    .map(str::to_string)
                     .collect())
             }
-        };
-        s.observe(
-            format!("the error for '{spelling}' mentions"),
-            &Shown(&mentions),
-        );
+        })
+        .collect();
+    s.observe(
+        "what the error for each spelling, in order, mentions",
+        &mentions.iter().map(Shown).collect::<Vec<_>>(),
+    );
+    for spelling in spellings {
+        let quoted = format!("'{spelling}'");
         match spelling.parse::<DeviceSpec>() {
             Ok(spec) => panic!("'{spelling}' is not a device spelling, but it parsed as {spec:?}"),
             Err(e) => {
@@ -315,9 +331,19 @@ fn follows_the_policy_on_a_machine_without_a_gpu() {
             auto: true,
         },
     ];
-    for (k, c) in cases.iter().enumerate() {
-        let decided = decide(c.explicit, &machine(c.env, 0)).map_err(|e| e.to_string());
-        s.observe(format!("case {k} without a GPU"), &seen(c, &decided));
+    let decided: Vec<_> = cases
+        .iter()
+        .map(|c| decide(c.explicit, &machine(c.env, 0)).map_err(|e| e.to_string()))
+        .collect();
+    s.observe(
+        "each case without a GPU, in order",
+        &cases
+            .iter()
+            .zip(&decided)
+            .map(|(c, d)| seen(c, d))
+            .collect::<Vec<_>>(),
+    );
+    for (c, decided) in cases.iter().zip(decided) {
         check(c, 0, decided);
     }
 }
@@ -388,9 +414,19 @@ fn follows_the_policy_on_a_machine_with_gpus() {
             auto: true,
         },
     ];
-    for (k, c) in cases.iter().enumerate() {
-        let decided = decide(c.explicit, &machine(c.env, gpus)).map_err(|e| e.to_string());
-        s.observe(format!("case {k} with {gpus} GPU(s)"), &seen(c, &decided));
+    let decided: Vec<_> = cases
+        .iter()
+        .map(|c| decide(c.explicit, &machine(c.env, gpus)).map_err(|e| e.to_string()))
+        .collect();
+    s.observe(
+        format!("each case with {gpus} GPU(s), in order"),
+        &cases
+            .iter()
+            .zip(&decided)
+            .map(|(c, d)| seen(c, d))
+            .collect::<Vec<_>>(),
+    );
+    for (c, decided) in cases.iter().zip(decided) {
         check(c, gpus, decided);
     }
 }
@@ -440,19 +476,27 @@ fn mistakes_name_where_they_came_from() {
             vec!["cuda:0".into(), "cpu".into(), "sim:0".into()],
         ),
     ]);
-    for (k, (explicit, env, gpus, wanted)) in cases.enumerate() {
+    let cases: Vec<Mistake> = cases.collect();
+    // What each error mentions, in order: the drawn ones must quote the drawn spelling and
+    // name the drawn GPU count.
+    let mentions: Vec<Result<Vec<&String>, String>> = cases
+        .iter()
+        .map(
+            |(explicit, env, gpus, wanted)| match decide(*explicit, &machine(*env, *gpus)) {
+                Ok(d) => Err(format!("{}", d.device)),
+                Err(e) => {
+                    let msg = e.to_string();
+                    Ok(wanted.iter().filter(|w| msg.contains(w.as_str())).collect())
+                }
+            },
+        )
+        .collect();
+    s.observe(
+        "what each mistake's error, in order, mentions",
+        &mentions.iter().map(Shown).collect::<Vec<_>>(),
+    );
+    for (explicit, env, gpus, wanted) in cases {
         let m = machine(env, gpus);
-        let mentions: Result<Vec<&String>, String> = match decide(explicit, &m) {
-            Ok(d) => Err(format!("{}", d.device)),
-            Err(e) => {
-                let msg = e.to_string();
-                Ok(wanted.iter().filter(|w| msg.contains(w.as_str())).collect())
-            }
-        };
-        s.observe(
-            format!("mistake {k}: the error mentions"),
-            &Shown(&mentions),
-        );
         let msg = refused(explicit, &m);
         for w in &wanted {
             assert!(
@@ -472,20 +516,34 @@ fn mistakes_name_where_they_came_from() {
 fn chooses_a_usable_placement_on_this_machine() {
     let s = scenario::start();
     let n = s.pick("sim number", 1..64);
-    for (explicit, want) in [
+    let asked = [
         (format!("sim:{n}"), Placement::sim(n)),
         ("cpu".to_string(), Placement::cpu()),
-    ] {
-        let chosen = choose(Some(&explicit));
-        s.observe(
-            format!("--device {explicit} gives"),
-            &Shown(
-                chosen
-                    .as_ref()
-                    .map(|(p, _)| p.to_string())
-                    .map_err(|_| "an error"),
-            ),
-        );
+    ];
+    let chosen: Vec<_> = asked
+        .iter()
+        .map(|(explicit, _)| choose(Some(explicit)))
+        .collect();
+    // The real machine: whatever the process's environment says, the policy agrees with the
+    // library's (without --device, with --device of the lesson's accelerator).
+    let ours = choose(None).map(|(p, _)| p.to_string());
+    // One record: --device sim:N, --device cpu, then no --device on this machine.
+    let gave = |c: &Result<(Placement, String), _>| {
+        Shown(
+            c.as_ref()
+                .map(|(p, _): &(Placement, String)| p.to_string())
+                .map_err(|_| "an error"),
+        )
+    };
+    s.observe(
+        "--device sim:N, --device cpu, and no --device on this machine give",
+        &(
+            gave(&chosen[0]),
+            gave(&chosen[1]),
+            Shown(ours.as_ref().map_err(|_| "an error")),
+        ),
+    );
+    for ((explicit, want), chosen) in asked.into_iter().zip(chosen) {
         let (placement, reason) =
             chosen.unwrap_or_else(|e| panic!("choose(Some(\"{explicit}\")) failed: {e}"));
         assert_eq!(
@@ -499,14 +557,7 @@ fn chooses_a_usable_placement_on_this_machine() {
         let graph = datasets::karate(&placement).unwrap();
         assert_eq!(graph.placement(), &want, "the graph should load on {want}");
     }
-    // The real machine: whatever the process's environment says, the policy agrees with the
-    // library's (without --device, with --device of the lesson's accelerator).
-    let ours = choose(None).map(|(p, _)| p.to_string());
     let library = workbook::device::choose(None).map(|c| c.name);
-    s.observe(
-        "without --device, this machine",
-        &Shown(ours.as_ref().map_err(|_| "an error")),
-    );
     assert_eq!(
         ours.as_ref().ok(),
         library.as_ref().ok(),

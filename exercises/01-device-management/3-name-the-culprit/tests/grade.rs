@@ -137,7 +137,17 @@ fn names_an_input_culprit() {
         }
     }
     let got = check_same_device("model parameters", &home, &tensors);
-    s.observe("one input elsewhere", &seen(&got));
+    // and nothing to name: Ok
+    let fine: Vec<Named> = tensors
+        .iter()
+        .map(|t| Named::new(t.name.clone(), t.kind, &home))
+        .collect();
+    let in_place = check_same_device("model parameters", &home, &fine);
+    // One record: the passing check is the same under every challenge, the culprit is not.
+    s.observe(
+        "one input elsewhere, then everything in place",
+        &(seen(&got), seen(&in_place)),
+    );
     assert_names(
         got,
         &format!("'{culprit}' is on {found} and everything else on {home}"),
@@ -145,14 +155,7 @@ fn names_an_input_culprit() {
         (culprit, Kind::Input),
         found,
     );
-    // and nothing to name: Ok
-    let fine: Vec<Named> = tensors
-        .iter()
-        .map(|t| Named::new(t.name.clone(), t.kind, &home))
-        .collect();
-    let got = check_same_device("model parameters", &home, &fine);
-    s.observe("everything in place", &seen(&got));
-    if let Err(m) = got {
+    if let Err(m) = in_place {
         panic!(
             "every tensor is on {home}, yet check_same_device named '{}': {m}",
             m.culprit
@@ -302,7 +305,10 @@ fn checks_the_model_and_the_graph_before_the_forward_pass() {
 fn passes_when_everything_is_on_one_device() {
     let s = scenario::start();
     let cpu = Placement::cpu();
-    for at in [cpu.clone(), accelerator(&s)] {
+    for (at, label) in [
+        (cpu.clone(), "the cpu"),
+        (accelerator(&s), "the accelerator"),
+    ] {
         let graph = datasets::karate(&at).unwrap();
         let model = cached_gcn_on(&at);
         model.forward_graph(&graph).unwrap(); // fills the cache where the model is
@@ -312,28 +318,44 @@ fn passes_when_everything_is_on_one_device() {
             "the cached GCN should have its two buffers"
         );
         let got = pre_forward_check(&model, &graph);
-        s.observe(
-            format!("everything on {at}: the culprit"),
-            &Shown(got.as_ref().err().map(|m| &m.culprit)),
-        );
-        if let Err(e) = got {
-            panic!("everything is on {at}, yet pre_forward_check failed: {e}");
-        }
-        // ...and a check that always passes is no check.
+        // ...and a check that always passes is no check: one part of the graph, which the
+        // challenge picks, elsewhere.
         let away = if at == cpu {
             elsewhere(&s)
         } else {
             cpu.clone()
         };
-        let partial = graph.move_part(GraphPart::X, &away).unwrap();
-        let got = pre_forward_check(&model, &partial);
+        let part = [GraphPart::X, GraphPart::EdgeIndex, GraphPart::Labels]
+            [s.pick(&format!("the part elsewhere, on {label}"), 0..3)];
+        let partial = graph.move_part(part, &away).unwrap();
+        let stray = pre_forward_check(&model, &partial);
+        // One record: the passing check is the same under every challenge; the stray part and
+        // where it is are not.
+        let named = |got: &Result<(), Mismatch>| {
+            got.as_ref()
+                .err()
+                .map(|m| (m.culprit.clone(), m.found.clone()))
+        };
         s.observe(
-            format!("'x' on {away}, the rest on {at}: the culprit"),
-            &Shown(got.as_ref().err().map(|m| &m.culprit)),
+            format!("everything on {label}, then one part elsewhere: the culprit and where it is"),
+            &(Shown(named(&got)), Shown(named(&stray))),
         );
-        assert!(
-            got.is_err(),
-            "pre_forward_check passed with 'x' on {away} and everything else on {at}"
-        );
+        if let Err(e) = got {
+            panic!("everything is on {at}, yet pre_forward_check failed: {e}");
+        }
+        match stray {
+            Ok(()) => panic!(
+                "pre_forward_check passed with '{}' on {away} and everything else on {at}",
+                part.name()
+            ),
+            Err(m) => assert!(
+                m.culprit == part.name() && m.found == away.to_string(),
+                "with '{}' on {away} and everything else on {at}, the mismatch should name '{}' found on {away}, not '{}' found on {} ({m})",
+                part.name(),
+                part.name(),
+                m.culprit,
+                m.found
+            ),
+        }
     }
 }

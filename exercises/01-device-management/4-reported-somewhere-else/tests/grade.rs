@@ -254,13 +254,6 @@ fn passes_good_graphs_and_refuses_bad_layouts() {
         ("one node with self-loops", i64_index(&one_node), 1),
         ("no edges", i64_index(&no_edges), num_nodes),
     ];
-    for (what, index, n) in good {
-        let got = check_edges(&index, n);
-        s.observe(format!("check_edges: {what}"), &answer(&got));
-        if let Err(e) = got {
-            panic!("check_edges, {what} ({n} nodes): every id is a node (0..{n}), yet it was refused: {e:?}: {e}");
-        }
-    }
     let flat = i64_index(&rows).flatten_all().unwrap();
     let transposed = i64_index(&rows).t().unwrap().contiguous().unwrap();
     let three_rows = Tensor::zeros((3, num_edges), DType::I64, &Device::Cpu).unwrap();
@@ -271,9 +264,30 @@ fn passes_good_graphs_and_refuses_bad_layouts() {
         ("one row of ids", flat),
         ("float ids", floats),
     ];
-    for (what, index) in bad {
-        let got = check_edges(&index, num_nodes);
-        s.observe(format!("check_edges: {what}"), &answer(&got));
+    let good_answers: Vec<_> = good
+        .iter()
+        .map(|(_, index, n)| check_edges(index, *n))
+        .collect();
+    let bad_answers: Vec<_> = bad
+        .iter()
+        .map(|(_, index)| check_edges(index, num_nodes))
+        .collect();
+    // One record: a good graph's `ok` is the same under every challenge; the refusals of the bad
+    // layouts name the drawn edge count.
+    s.observe(
+        "check_edges: each good graph, then each bad layout",
+        &good_answers
+            .iter()
+            .map(answer)
+            .chain(bad_answers.iter().map(answer))
+            .collect::<Vec<_>>(),
+    );
+    for ((what, _, n), got) in good.into_iter().zip(good_answers) {
+        if let Err(e) = got {
+            panic!("check_edges, {what} ({n} nodes): every id is a node (0..{n}), yet it was refused: {e:?}: {e}");
+        }
+    }
+    for ((what, index), got) in bad.into_iter().zip(bad_answers) {
         let (dims, dtype) = (index.dims().to_vec(), index.dtype());
         match got {
             Err(EdgeError::Layout { dims: d, dtype: t }) if d == dims && t == dtype => {}
@@ -298,7 +312,6 @@ fn a_bad_graph_leaves_the_device_usable() {
         let gpu = accelerator(&s).with_ledger(&ledger);
         let x = features(&mut rng, *num_nodes, 3);
         let got = neighbour_sums(&graph(&x, i64_index(rows)), &gpu);
-        s.observe(format!("neighbour_sums: {what}"), &answer(&got));
         // Refused on the host means before any of it is copied: a bad graph's copy is wasted
         // (a large graph's, seconds and memory), and on the device its ids are one kernel away.
         let device = gpu.to_string();
@@ -308,9 +321,15 @@ fn a_bad_graph_leaves_the_device_usable() {
             .filter(|t| t.to == device)
             .map(|t| t.what)
             .collect();
-        s.observe(format!("copies to the device: {what}"), &copied);
         let after = gpu.synchronize().map_err(|e| e.to_string());
-        s.observe(format!("the device after it: {what}"), &Shown(&after));
+        // Usable because no kernel met the bad id, not because the device was reset afterwards.
+        let faults = gpu.sim_device().map_or(0, |d| d.faults_recorded());
+        // One record per graph: the refusal (its drawn ids) with what must stay the same under
+        // every challenge (no copy, a usable device, no fault).
+        s.observe(
+            format!("neighbour_sums: {what}: the answer, the copies to the device, the device after it, its kernel faults"),
+            &(answer(&got), &copied, Shown(&after), faults),
+        );
         assert_refused(
             &got,
             want,
@@ -321,9 +340,6 @@ fn a_bad_graph_leaves_the_device_usable() {
                 "neighbour_sums on {gpu} refused {what} with the right error, but the device is no longer usable: a kernel met the bad id before the check ran, and synchronize() reports it ({e}). Check on the host, before the graph reaches the device and before any kernel"
             );
         }
-        // Usable because no kernel met the bad id, not because the device was reset afterwards.
-        let faults = gpu.sim_device().map_or(0, |d| d.faults_recorded());
-        s.observe(format!("kernel faults on the device: {what}"), &faults);
         assert_eq!(
             faults, 0,
             "neighbour_sums on {gpu} refused {what}, but a kernel met the bad id first ({faults} fault(s) recorded; a reset hides the state, not the fault). Check on the host, before any kernel"
@@ -364,12 +380,12 @@ fn a_good_graph_gives_the_neighbour_sums() {
         Err(e) => panic!("neighbour_sums on {gpu}, a good graph of {num_nodes} nodes: refused or failed: {e:?}: {e}"),
     };
     let after = gpu.synchronize().map_err(|e| e.to_string());
-    s.observe("the device after it", &Shown(&after));
+    // One record: the device's state is the same under every challenge, the sums are not.
+    s.observe("the sums, and the device after it", &(&sums, Shown(&after)));
     assert!(
         after.is_ok(),
         "after neighbour_sums of a good graph, {gpu} should be usable: {after:?}"
     );
-    s.observe("the sums", &sums);
     assert_eq!(
         sums.dims(),
         [num_nodes, width],

@@ -200,6 +200,31 @@ fn check_loaded(loaded: &Loaded, copies: &[Row], to: &Placement, ledger: &Ledger
     );
 }
 
+/// Records a round trip. The copies, `saved_from` and the placements are the same for every
+/// seed (one of them, at least, in each test), so they go in one record with the loaded model's
+/// logits, which are not.
+fn observe_round_trip(
+    s: &Scenario,
+    saved: &[Row],
+    loading: &[Row],
+    loaded: &Loaded,
+    to: &Placement,
+) {
+    s.observe(
+        "the loaded model's parameters",
+        &loaded.model.named_parameters(),
+    );
+    s.observe(
+        "copies while saving and loading, saved_from, the loaded model's placements, and its logits",
+        &(
+            (Json(saved), Json(loading)),
+            &loaded.saved_from,
+            placements(&loaded.model),
+            logits_on(&loaded.model, to),
+        ),
+    );
+}
+
 #[test]
 fn round_trip_from_the_accelerator_to_the_cpu() {
     let s = scenario::start();
@@ -209,18 +234,10 @@ fn round_trip_from_the_accelerator_to_the_cpu() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gcn.safetensors");
     let saved = save_copies(&model, &path, &ledger);
-    s.observe("copies while saving", &Json(&saved));
     check_save_copies(&model, &saved, &ledger);
     let to = Placement::cpu();
     let (loaded, loading) = load_copies(&path, &to, &ledger, &model);
-    s.observe("copies while loading", &Json(&loading));
-    s.observe("saved_from", &loaded.saved_from);
-    s.observe("the loaded model's placements", &placements(&loaded.model));
-    s.observe(
-        "the loaded model's parameters",
-        &loaded.model.named_parameters(),
-    );
-    s.observe("the loaded model's logits", &logits_on(&loaded.model, &to));
+    observe_round_trip(&s, &saved, &loading, &loaded, &to);
     check_loaded(&loaded, &loading, &to, &ledger, &model);
     // PyG names and the config in the metadata: the library's own loader reads the file too.
     let by_library = checkpoint::load(&path, Placement::cpu()).unwrap_or_else(|e| {
@@ -241,18 +258,10 @@ fn round_trip_from_the_cpu_to_the_accelerator() {
     let path = dir.path().join("gcn.safetensors");
     let ledger = Ledger::new();
     let saved = save_copies(&model, &path, &ledger);
-    s.observe("copies while saving", &Json(&saved));
     check_save_copies(&model, &saved, &ledger);
     let to = accelerator(&s).with_ledger(&ledger);
     let (loaded, loading) = load_copies(&path, &to, &ledger, &model);
-    s.observe("copies while loading", &Json(&loading));
-    s.observe("saved_from", &loaded.saved_from);
-    s.observe("the loaded model's placements", &placements(&loaded.model));
-    s.observe(
-        "the loaded model's parameters",
-        &loaded.model.named_parameters(),
-    );
-    s.observe("the loaded model's logits", &logits_on(&loaded.model, &to));
+    observe_round_trip(&s, &saved, &loading, &loaded, &to);
     check_loaded(&loaded, &loading, &to, &ledger, &model);
 }
 
@@ -270,18 +279,10 @@ fn round_trip_between_two_devices() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gcn.safetensors");
     let saved = save_copies(&model, &path, &ledger);
-    s.observe("copies while saving", &Json(&saved));
     check_save_copies(&model, &saved, &ledger);
     let to = other.clone();
     let (loaded, loading) = load_copies(&path, &to, &ledger, &model);
-    s.observe("copies while loading", &Json(&loading));
-    s.observe("saved_from", &loaded.saved_from);
-    s.observe("the loaded model's placements", &placements(&loaded.model));
-    s.observe(
-        "the loaded model's parameters",
-        &loaded.model.named_parameters(),
-    );
-    s.observe("the loaded model's logits", &logits_on(&loaded.model, &to));
+    observe_round_trip(&s, &saved, &loading, &loaded, &to);
     check_loaded(&loaded, &loading, &to, &ledger, &model);
 }
 
@@ -304,14 +305,18 @@ fn a_failed_save_keeps_the_previous_checkpoint() {
         ))
     });
     let kept = checkpoint::load(&path, Placement::cpu()).ok();
-    s.observe("the failed save is an error", &result.is_err());
+    // One record: whether it failed and the files are the same for every seed; the parameters
+    // the file still holds (the first model's) are not.
     s.observe(
-        "files while writing, and after the failure",
-        &(folder_while_writing.len(), files_in(dir.path()).len()),
+        "the failed save is an error; files while writing, and after the failure; the file's parameters after it",
+        &(
+            result.is_err(),
+            (folder_while_writing.len(), files_in(dir.path()).len()),
+            kept.iter()
+                .flat_map(|m| m.named_parameters())
+                .collect::<Vec<_>>(),
+        ),
     );
-    for (name, t) in kept.iter().flat_map(|m| m.named_parameters()) {
-        s.observe(format!("after the failure, the file's {name}"), &t);
-    }
     assert!(
         result.is_err(),
         "save_with must report the failed write as an error (and write through `write`)"
@@ -338,9 +343,11 @@ fn a_failed_save_keeps_the_previous_checkpoint() {
         "a successful save should leave exactly the checkpoint in the folder"
     );
     let replaced = checkpoint::load(&path, Placement::cpu()).unwrap();
-    for (name, t) in replaced.named_parameters() {
-        s.observe(format!("after the second save, the file's {name}"), &t);
-    }
+    // One record: a fresh model's biases are zeros under every challenge, its weights are not.
+    s.observe(
+        "after the second save, the file's parameters",
+        &replaced.named_parameters(),
+    );
     assert!(
         parameters(&replaced) == parameters(&second),
         "after a successful save, the file should hold the new model"
@@ -386,10 +393,35 @@ fn a_broken_checkpoint_names_what_is_wrong() {
         .iter()
         .map(|m| (m, err.contains(m.as_str())))
         .collect();
-    s.observe("missing tensors, and whether the error names each", &named);
+
+    let truncated = dir.path().join("truncated.safetensors");
+    tensor_file::write(&truncated, &all, Some(metadata)).unwrap();
+    let bytes = std::fs::read(&truncated).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    let truncated_err = load(&truncated, &gpu)
+        .map(|_| ())
+        .map_err(|e| e.to_string());
+
+    let no_config = dir.path().join("no_config.safetensors");
+    tensor_file::write(&no_config, &all, None).unwrap();
+    let no_config_err = load(&no_config, &gpu)
+        .map(|_| ())
+        .map_err(|e| e.to_string());
+    let names = |err: &Result<(), String>, what: &str| err.as_ref().err().map(|e| e.contains(what));
+
+    // One record: what the errors name is the same for every challenge but for which tensors
+    // are missing, which is not.
     s.observe(
-        "the error names the incomplete file",
-        &err.contains(&incomplete.display().to_string()),
+        "missing tensors, and whether the error names each; whether the errors name the incomplete file, the truncated file, the config key and the file without a config",
+        &(
+            named.clone(),
+            err.contains(&incomplete.display().to_string()),
+            names(&truncated_err, &truncated.display().to_string()),
+            (
+                names(&no_config_err, CONFIG_KEY),
+                names(&no_config_err, &no_config.display().to_string()),
+            ),
+        ),
     );
     assert!(
         !err.is_empty(),
@@ -405,37 +437,20 @@ fn a_broken_checkpoint_names_what_is_wrong() {
         incomplete.display()
     );
 
-    let truncated = dir.path().join("truncated.safetensors");
-    tensor_file::write(&truncated, &all, Some(metadata)).unwrap();
-    let bytes = std::fs::read(&truncated).unwrap();
-    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
-    let err = match load(&truncated, &gpu) {
-        Ok(_) => panic!("loading half a checkpoint must fail"),
-        Err(e) => e.to_string(),
+    let err = match truncated_err {
+        Ok(()) => panic!("loading half a checkpoint must fail"),
+        Err(e) => e,
     };
-    s.observe(
-        "the error names the truncated file",
-        &err.contains(&truncated.display().to_string()),
-    );
     assert!(
         err.contains(&truncated.display().to_string()),
         "the error for a truncated file must name it ({}); got: {err}",
         truncated.display()
     );
 
-    let no_config = dir.path().join("no_config.safetensors");
-    tensor_file::write(&no_config, &all, None).unwrap();
-    let err = match load(&no_config, &gpu) {
-        Ok(_) => panic!("loading a file without a config in its metadata must fail"),
-        Err(e) => e.to_string(),
+    let err = match no_config_err {
+        Ok(()) => panic!("loading a file without a config in its metadata must fail"),
+        Err(e) => e,
     };
-    s.observe(
-        "the error for a file without a config names it and the key",
-        &(
-            err.contains(CONFIG_KEY),
-            err.contains(&no_config.display().to_string()),
-        ),
-    );
     assert!(
         err.contains(CONFIG_KEY) && err.contains(&no_config.display().to_string()),
         "the error for a file without a config must name the file and the missing '{CONFIG_KEY}'; got: {err}"

@@ -248,10 +248,13 @@ fn the_optimiser_trains_every_parameter() {
         ..
     } = &trained;
     let held: Vec<String> = optimiser.state().map(|(n, ..)| n.to_string()).collect();
-    s.observe("the parameters the optimiser holds", &held);
-    s.observe("the optimiser's steps", &optimiser.steps());
-    s.observe("the optimiser's learning rate", &optimiser.lr());
-    s.observe_within("the losses", losses, SAME);
+    // One record: the names the optimiser holds are the same under every challenge, and its
+    // steps and learning rate are drawn from a few; the losses they give are not.
+    s.observe_within(
+        "the parameters the optimiser holds, its steps and learning rate, and the losses",
+        &(&held, optimiser.steps(), optimiser.lr(), losses),
+        SAME,
+    );
     for (name, t) in model.named_parameters() {
         s.observe_within(format!("the trained {name}"), &t, SAME);
     }
@@ -343,10 +346,10 @@ fn the_graph_crosses_once() {
         .into_iter()
         .filter(|(what, ..)| what.starts_with(&prefix))
         .collect();
-    s.observe("the graph's copies", &Json(&graph_copies));
+    // One record: the copies (their sizes drawn with the graph) and where the graph returned is.
     s.observe(
-        "the returned graph's placement",
-        &trained.graph.placement().to_string(),
+        "the graph's copies, and the returned graph's placement",
+        &(Json(&graph_copies), trained.graph.placement().to_string()),
     );
     for part in ["x", "edge_index", "y", "train_mask/val_mask/test_mask"] {
         let what = format!("{prefix}{part}");
@@ -375,8 +378,7 @@ fn a_checkpoint_of_it_needs_no_lazy_layer() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("lazy-gcn.safetensors");
     let saved = checkpoint::save(&trained.model, &path);
-    s.observe("the checkpoint is saved", &saved.is_ok());
-    if let Err(e) = saved {
+    if let Err(e) = &saved {
         panic!("checkpoint::save of the trained model failed: {e}");
     }
     let file = tensor_file::read(&path, &Device::Cpu).unwrap();
@@ -387,12 +389,13 @@ fn a_checkpoint_of_it_needs_no_lazy_layer() {
         .unwrap_or_default();
     let config = ModelConfig::from_json(&text).unwrap();
     let written: Vec<usize> = config.layers.iter().map(|l| l.in_channels()).collect();
-    s.observe("the checkpoint's input widths", &written);
     // A config with widths builds the whole model without any data; with -1 it would be lazy.
     let rebuilt = Model::init(config, 0, Placement::cpu()).unwrap().0;
+    // One record: that it saved and that its config alone makes a complete model are the same
+    // under every challenge; the widths it holds (the drawn graph's) are not.
     s.observe(
-        "a model built from the checkpoint's config alone is complete",
-        &rebuilt.is_materialized(),
+        "the checkpoint is saved; its input widths; a model built from its config alone is complete",
+        &(saved.is_ok(), &written, rebuilt.is_materialized()),
     );
     let loaded = checkpoint::load(&path, Placement::cpu()).unwrap();
     let logits = loaded.forward_graph(&host).unwrap().logits;

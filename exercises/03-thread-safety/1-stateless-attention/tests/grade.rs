@@ -83,14 +83,14 @@ fn edges(out: &GatV2Output) -> usize {
     out.attention.edge_index.num_edges()
 }
 
-/// Records the attention a thread got: its edges and its weights.
-fn observe(s: &Scenario, who: &str, out: &GatV2Output) {
+/// The attention a thread got, to observe: its edges and its weights, in one record (a whole
+/// graph's edges are the same under every challenge; the weights of the drawn layer are not).
+fn attention(out: &GatV2Output) -> ((Vec<u32>, Vec<u32>), &workbook::candle_core::Tensor) {
     let ei = &out.attention.edge_index;
-    s.observe(
-        format!("{who}: attention edges"),
-        &(ei.sources_host().to_vec(), ei.targets_host().to_vec()),
-    );
-    s.observe(format!("{who}: attention weights"), &out.attention.weights);
+    (
+        (ei.sources_host().to_vec(), ei.targets_host().to_vec()),
+        &out.attention.weights,
+    )
 }
 
 #[test]
@@ -137,17 +137,16 @@ fn each_thread_gets_its_own_attention_under_the_race() {
             "forward_paused never called `pause`: call it once, after the attention is computed",
         )
         .unwrap_or_else(|e| panic!("thread B's forward failed: {e}"));
-    observe(&s, "thread A", &got_a);
-    observe(&s, "thread B", &got_b);
     let b_ran = b_ran.load(Ordering::SeqCst);
-    s.observe(
-        "thread B ran a whole forward pass while A was paused",
-        &b_ran,
-    );
     // Storing and reading back before `pause` would dodge this interleaving and still race:
     // the layer must hold its parameters (the GatV2Conv) and nothing else.
     let extra = std::mem::size_of::<SharedGatV2>() - std::mem::size_of::<GatV2Conv>();
-    s.observe("bytes the layer keeps besides its GatV2Conv", &extra);
+    // One record: whether B ran meanwhile and the bytes kept are the same under every
+    // challenge; the attention the threads got is not.
+    s.observe(
+        "thread A's and thread B's attention (edges and weights), whether B ran a whole forward pass while A was paused, and the bytes the layer keeps besides its GatV2Conv",
+        &(attention(&got_a), attention(&got_b), b_ran, extra),
+    );
     assert!(
         same_attention(&got_b, &want_b),
         "thread B did not get the attention of its own graph '{}'",
@@ -307,8 +306,10 @@ fn many_threads_on_different_graphs_match_sequential() {
                 .as_ref()
                 .unwrap_or_else(|e| panic!("thread {t}, round {r}: forward_paused failed: {e}"));
             let want = &sequential[t][r];
-            observe(&s, &format!("thread {t}, round {r}"), got);
-            s.observe(format!("thread {t}, round {r}: output"), &got.out);
+            s.observe(
+                format!("thread {t}, round {r}: attention edges and weights, and output"),
+                &(attention(got), &got.out),
+            );
             if !same_attention(got, want) || bits(&got.out) != bits(&want.out) {
                 wrong.push(format!(
                     "thread {t} round {r} ({} edges wanted, {} received)",

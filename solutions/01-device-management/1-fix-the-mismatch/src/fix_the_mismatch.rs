@@ -16,11 +16,13 @@ pub fn forward_anywhere(model: &Model, graph: &Graph) -> Result<ModelOutput> {
     model.forward_graph(&graph)
 }
 
-/// Classifies every member of Zachary's karate club with a fresh 2-layer GCN on `device`.
+/// Classifies every member of Zachary's karate club with a fresh 2-layer GCN on `device`,
+/// initialised from `seed`.
 ///
 /// Returns the predicted community of each of the 34 members (the arg-max of the logits).
-pub fn karate_predictions(device: &workbook::Placement) -> Result<Vec<u32>> {
-    let (model, _vars) = workbook::Model::init(workbook::ModelConfig::gcn(34, 16, 4), 0, device)?;
+pub fn karate_predictions(device: &workbook::Placement, seed: u64) -> Result<Vec<u32>> {
+    let (model, _vars) =
+        workbook::Model::init(workbook::ModelConfig::gcn(34, 16, 4), seed, device)?;
     let graph = workbook::datasets::karate(workbook::Placement::cpu())?;
     let out = forward_anywhere(&model, &graph)?;
     let predictions = device.fetch_vec1::<u32>(&out.logits.argmax(1)?, "predictions")?;

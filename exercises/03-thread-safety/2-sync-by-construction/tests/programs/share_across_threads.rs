@@ -316,8 +316,10 @@ fn run(s: &scenario::Scenario) -> Result<()> {
         }
     }
     let want = want + THREADS * PER_THREAD;
-    s.observe("served() at the end", &layer.served());
-    s.observe("cached() at the end", &layer.cached());
+    s.observe(
+        "served() and cached() at the end",
+        &(layer.served(), layer.cached()),
+    );
     if layer.served() != want {
         fail(format!(
             "served() counted {} requests, but {want} were answered (by every thread together)",
