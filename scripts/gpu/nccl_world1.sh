@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs crates/workbook/tests/nccl.rs (parallel::NcclGroup) with world size 1 on a machine lent
+# Runs crates/workbook/tests/nccl.rs (parallel::NcclGroup; module nccl of the test binary it) with world size 1 on a machine lent
 # ONE GPU, from a binary built elsewhere (the GPU machine has no Rust toolchain), from the
 # repository root there:  bash scripts/gpu/nccl_world1.sh PACK_DIR LOG_DIR
 #
@@ -18,9 +18,9 @@
 set -u
 source "$(dirname "$0")/setup.sh" "$1" "$2"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/gpu.txt"
-exe=$(awk -F'\t' '$3 == "nccl" && $4 == "crates/workbook" { print $1 }' "$pack/manifest.tsv")
+exe=$(awk -F'\t' '$3 == "it" && $4 == "crates/workbook" { print $1 }' "$pack/manifest.tsv")
 if [ -z "$exe" ]; then
-  echo "nccl_world1.sh: $pack/manifest.tsv has no crates/workbook nccl test: pack with --features workbook/nccl --only '^crates/workbook/nccl\$'" >&2
+  echo "nccl_world1.sh: $pack/manifest.tsv has no crates/workbook test binary \`it\` (tests/nccl.rs is its module nccl): pack with --features workbook/nccl --only '^crates/workbook/it\$'" >&2
   exit 2
 fi
 if ldd "$exe" | grep 'not found'; then
@@ -30,7 +30,7 @@ fi
 ldd "$exe" | grep -E 'libnccl|libcuda' | tee "$logs/nccl_libs.txt"
 log="$logs/nccl_world1.log"
 (cd /work/main/crates/workbook && WORKBOOK_REQUIRE_GPU=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN} \
-  timeout 300 "$exe" --include-ignored --test-threads=1 --nocapture) >"$log" 2>&1
+  timeout 300 "$exe" nccl:: --include-ignored --test-threads=1 --nocapture) >"$log" 2>&1
 rc=$?
 cat "$log"
 if ! grep -q 'nccl: rank 0 of 1 on cuda:0: all-reduce and broadcast checked' "$log"; then

@@ -6,7 +6,7 @@
 //! JSON line's byte counts. The test fails when the file is stale; refresh it with
 //!
 //! ```sh
-//! WORKBOOK_BLESS=1 cargo test -p workbook-cli --test book_cli
+//! WORKBOOK_BLESS=1 cargo test -p workbook-cli --test it book_cli::
 //! ```
 
 use std::path::PathBuf;
@@ -128,7 +128,7 @@ fn ch05_the_mini_batch_command_and_its_ledger() {
     assert_eq!(
         on_disk,
         text,
-        "{} is stale: refresh with WORKBOOK_BLESS=1 cargo test -p workbook-cli --test book_cli",
+        "{} is stale: refresh with WORKBOOK_BLESS=1 cargo test -p workbook-cli --test it book_cli::",
         path.display()
     );
 }

@@ -3,8 +3,10 @@
 //!
 //! Each case in `tests/branded_fail/` is a classic device mistake of chapters 1, 2 and 6 written
 //! with brands; it must fail to compile with the message checked in beside it (`.stderr`), which
-//! the book shows (chapter 1, "Refused by the compiler"). Regenerate after a toolchain change with
-//! `TRYBUILD=overwrite cargo test -p workbook --test branded_compile_fail`, then read the diff.
+//! the book shows (chapter 1, "Refused by the compiler"). The cases run in `tests/compile_fail.rs`
+//! (one trybuild project for the crate); regenerate after a toolchain change with
+//! `TRYBUILD=overwrite cargo test -p workbook --test compile_fail`, then read the diff. This file,
+//! a module of `tests/it.rs`, runs the right programs and the fallbacks.
 //!
 //! The right programs run on `sim:1` and `sim:2`, and on `cuda:0` in a `cuda` build with a GPU
 //! (skipped, saying so, elsewhere).
@@ -13,12 +15,6 @@ use workbook::branded::{branded, train, with_placement, with_placements, Cpu, On
 use workbook::ledger::Ledger;
 use workbook::placed_tensor::PlacedTensor;
 use workbook::{datasets, Graph, Model, ModelConfig, Placement, WorkbookError};
-
-#[test]
-fn classic_mistakes_do_not_compile() {
-    let cases = trybuild::TestCases::new();
-    cases.compile_fail("tests/branded_fail/*.rs");
-}
 
 fn karate() -> Graph {
     datasets::karate(Placement::cpu()).unwrap()

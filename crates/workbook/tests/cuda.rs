@@ -2,7 +2,7 @@
 //! machine with a GPU. Without the feature, `cargo test` lists them as ignored with the reason; in a
 //! `cuda` build without a GPU they print `SKIPPED` and why.
 
-mod common;
+use crate::common;
 
 use common::gpu;
 

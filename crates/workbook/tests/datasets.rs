@@ -1,7 +1,7 @@
 //! Datasets: the embedded karate graph equals PyG's, Cora loads offline, CiteSeer is downloaded
 //! (from a local server here) and cached, and synthetic graphs scale.
 
-mod common;
+use crate::common;
 
 use common::fixtures_dir;
 use std::path::PathBuf;

@@ -6,7 +6,7 @@
 //! that Python can import onnxruntime. With `WORKBOOK_REQUIRE_ONNXRUNTIME=1` (CI) a missing
 //! onnxruntime is a failure; otherwise the check is skipped loudly.
 
-mod common;
+use crate::common;
 
 use common::{fixtures_dir, max_abs_diff};
 use std::path::{Path, PathBuf};

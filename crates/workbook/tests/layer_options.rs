@@ -2,7 +2,7 @@
 //! documentation (plain loops in f64, no candle), on random directed graphs with duplicate edges
 //! and existing self-loops.
 
-mod common;
+use crate::common;
 
 use common::max_abs_diff;
 use rand::{Rng, SeedableRng};

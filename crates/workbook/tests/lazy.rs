@@ -3,7 +3,7 @@
 //! its text. PyG's behaviour these mirror (or depart from) is printed by
 //! `book/python/ch02_lazy.py` (book/src/generated/python/ch02_lazy*.txt).
 
-mod common;
+use crate::common;
 
 use common::{fixtures_dir, max_abs_diff};
 use std::collections::HashMap;

@@ -3,7 +3,7 @@
 //! activation and one gradient between the devices per step; a split model is not exported
 //! without being gathered, and weights saved from a wrapped (data-parallel) model are named.
 
-mod common;
+use crate::common;
 
 use common::max_abs_diff;
 use std::collections::HashMap;

@@ -19,7 +19,7 @@
 #[test]
 #[cfg_attr(
     not(feature = "nccl"),
-    ignore = "needs NCCL and a GPU: cargo test -p workbook --features nccl --test nccl"
+    ignore = "needs NCCL and a GPU: cargo test -p workbook --features nccl --test it nccl::"
 )]
 fn world_of_this_process_reduces_and_broadcasts_cuda_tensors() {
     #[cfg(feature = "nccl")]
@@ -29,7 +29,7 @@ fn world_of_this_process_reduces_and_broadcasts_cuda_tensors() {
 #[test]
 #[cfg_attr(
     not(feature = "nccl"),
-    ignore = "needs NCCL and a GPU: cargo test -p workbook --features nccl --test nccl"
+    ignore = "needs NCCL and a GPU: cargo test -p workbook --features nccl --test it nccl::"
 )]
 fn two_ranks_on_one_gpu_are_refused_on_both() {
     #[cfg(feature = "nccl")]
@@ -39,7 +39,7 @@ fn two_ranks_on_one_gpu_are_refused_on_both() {
 #[test]
 #[cfg_attr(
     not(feature = "nccl"),
-    ignore = "needs NCCL and two GPUs: cargo test -p workbook --features nccl --test nccl"
+    ignore = "needs NCCL and two GPUs: cargo test -p workbook --features nccl --test it nccl::"
 )]
 fn two_gpus_reduce_and_broadcast_across_ranks() {
     #[cfg(feature = "nccl")]
@@ -49,7 +49,7 @@ fn two_gpus_reduce_and_broadcast_across_ranks() {
 #[test]
 #[cfg_attr(
     not(feature = "nccl"),
-    ignore = "needs NCCL and two GPUs: cargo test -p workbook --features nccl --test nccl"
+    ignore = "needs NCCL and two GPUs: cargo test -p workbook --features nccl --test it nccl::"
 )]
 fn two_gpus_refuse_mismatches_and_end_a_missing_rank_in_the_time_limit() {
     #[cfg(feature = "nccl")]

@@ -8,7 +8,7 @@
 //!
 //! Every test loops over all cases and reports every failing file by name, not only the first.
 
-mod common;
+use crate::common;
 
 use common::{fixtures_dir, max_abs_diff};
 use std::collections::HashMap;

@@ -1,7 +1,7 @@
 //! Parity with PyTorch Geometric 2.8.1: every fixture in `tests/fixtures/pyg` (see its README)
 //! is loaded by its PyG parameter names and must reproduce PyG's outputs to 1e-5.
 
-mod common;
+use crate::common;
 
 use common::{fixtures_dir, max_abs_diff, shared_planetoid_dir};
 use std::collections::HashMap;

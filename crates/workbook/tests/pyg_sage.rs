@@ -5,7 +5,7 @@
 //! in onnxruntime (`scripts/check_onnx.py`). `predict` runs the same files in
 //! `crates/workbook-cli/tests/pyg_matrix.rs`. Every failing file is named.
 
-mod common;
+use crate::common;
 
 use common::{fixtures_dir, max_abs_diff};
 use std::collections::HashMap;

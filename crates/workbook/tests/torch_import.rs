@@ -3,7 +3,7 @@
 //! them, reproduce PyG's logits, and fail where PyTorch fails, with the fix; crafted files are
 //! refused without a panic and without running anything.
 
-mod common;
+use crate::common;
 
 use common::{fixtures_dir, max_abs_diff};
 use std::collections::HashMap;

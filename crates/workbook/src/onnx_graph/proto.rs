@@ -1,6 +1,8 @@
-//! ONNX's protobuf messages, generated at build time from the vendored
-//! `crates/workbook/proto/onnx.proto` (ONNX 1.23.2, Apache-2.0) by prost-build, the proto
-//! compiled by protox: no `protoc`, no hand-copied field numbers (`build.rs`).
+//! ONNX's protobuf messages, generated from the vendored `crates/workbook/proto/onnx.proto`
+//! (ONNX 1.23.2, Apache-2.0) by prost-build, the proto compiled by protox: no `protoc`, no
+//! hand-copied field numbers. The generated code is committed (`generated/`), so that a build
+//! compiles neither generator; `cargo run -p onnx-codegen` rewrites it, and `.ci/run` fails if it
+//! differs from what the proto generates (`cargo run -p onnx-codegen -- --check`).
 //!
 //! Three messages are declared here by hand, because programs written against this crate (the
 //! exercises among them) use their shape: [`TypeProto`] with its `tensor_type` (the one case of
@@ -20,7 +22,7 @@
 
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 mod generated {
-    include!(concat!(env!("OUT_DIR"), "/onnx.rs"));
+    include!("generated/onnx.rs");
 }
 
 pub use generated::*;
@@ -84,7 +86,7 @@ mod tests {
     /// The full messages of the same file, generated without the hand-declared three.
     #[allow(clippy::all, clippy::pedantic, dead_code)]
     mod full {
-        include!(concat!(env!("OUT_DIR"), "/full/onnx.rs"));
+        include!("generated/onnx_full.rs");
     }
 
     fn value(dims: Vec<Dimension>) -> ValueInfoProto {
