@@ -331,7 +331,7 @@ fn two_epochs_step_by_step() {
     let mut all_sorted = seeds.clone();
     all_sorted.sort_unstable();
     let mut epochs_batches: Vec<Vec<Vec<Vec<u32>>>> = Vec::new();
-    let mut epochs_sums: Vec<Vec<(String, Vec<f64>)>> = Vec::new();
+    let mut epochs_sums: Vec<Digests> = Vec::new();
     for epoch in [first, first + 1] {
         let shards: Vec<Vec<u32>> = (0..n)
             .map(|rank| {
@@ -581,11 +581,14 @@ fn run_ranks(models: &[Model], locals: &[Option<LocalGradients>]) -> Vec<RankOut
     .collect()
 }
 
+/// Each parameter's name and digest.
+type Digests = Vec<(String, Vec<f64>)>;
+
 /// Whether each rank returned, and the digests of what it returned (nothing for an error): what
 /// the judge compares of a run of the ranks, observed by the caller in one record with what
 /// else the test learnt of the same run (whether a rank returned is the same under every
 /// challenge, the averages are the challenge's).
-fn rank_results(outcomes: &[RankOutcome]) -> Vec<(bool, Vec<(String, Vec<f64>)>)> {
+fn rank_results(outcomes: &[RankOutcome]) -> Vec<(bool, Digests)> {
     outcomes
         .iter()
         .map(|o| match &o.result {
@@ -1001,13 +1004,12 @@ fn the_others_wait_until_it_is_written() {
         .collect();
     // One record with what the file holds (the challenge's model of rank 0, as the other test
     // checks): the orders observed are the same under every challenge.
-    let written: Option<Vec<(String, Vec<f64>)>> =
-        checkpoint::load(&path, Placement::cpu()).ok().map(|m| {
-            m.named_parameters()
-                .iter()
-                .map(|(name, t)| (name.clone(), digest(&values(t))))
-                .collect()
-        });
+    let written: Option<Digests> = checkpoint::load(&path, Placement::cpu()).ok().map(|m| {
+        m.named_parameters()
+            .iter()
+            .map(|(name, t)| (name.clone(), digest(&values(t))))
+            .collect()
+    });
     s.observe_within(
         "each rank returned; rank 0's last collective call came after its write; ranks 1..: joined a collective, found the file on return; what the file holds",
         &(&returned, rank0_last_after_write, &others, &written),
