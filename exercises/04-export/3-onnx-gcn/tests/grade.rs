@@ -122,6 +122,37 @@ fn export_cora_gcn(s: &Scenario, dir: &Path) -> (Model, Graph, ModelProto) {
     (model, example, proto)
 }
 
+/// A GCN for Cora whose weights are the challenge's (not the trained ones), exported on the
+/// accelerator with Cora as the example: what the file holds then depends on the challenge.
+fn export_seeded_gcn(s: &Scenario, dir: &Path) -> ModelProto {
+    let gpu = accelerator(s);
+    let model = fresh_gcn(1433, 7, s.seed("exported model"), &gpu);
+    let example = cora(&gpu);
+    let path = dir.join("cora_gcn.onnx");
+    export_gcn(&model, &example, &path)
+        .unwrap_or_else(|e| panic!("export_gcn failed for a clean model and example on {gpu}: {e}"))
+}
+
+/// Each initializer (the weights the file holds) by name, as a digest: float32, little-endian.
+fn initializer_digests(proto: &ModelProto) -> Vec<(String, Vec<f64>)> {
+    let mut all: Vec<(String, Vec<f64>)> = proto
+        .graph
+        .iter()
+        .flat_map(|g| &g.initializer)
+        .map(|t| {
+            let v: Vec<f32> = t
+                .raw_data
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .chain(t.float_data.iter().copied())
+                .collect();
+            (t.name.clone(), digest(&v))
+        })
+        .collect();
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all
+}
+
 /// A 2-layer GCN for a graph of `features` features and `classes` classes on `at`.
 fn fresh_gcn(features: usize, classes: usize, seed: u64, at: &Placement) -> Model {
     Model::init(ModelConfig::gcn(features, 16, classes), seed, at)
@@ -230,10 +261,6 @@ fn writes_float32_and_int64_inputs() {
         .unwrap_or_else(|e| panic!("write_inputs wrote no readable safetensors file: {e}"));
     let mut names: Vec<&String> = file.tensors.keys().collect();
     names.sort();
-    s.observe(
-        "tensors written",
-        &names.iter().map(|n| n.as_str()).collect::<Vec<_>>(),
-    );
     let x = file
         .tensors
         .get("x")
@@ -242,8 +269,11 @@ fn writes_float32_and_int64_inputs() {
         .tensors
         .get("edge_index")
         .expect("the inputs file has no tensor 'edge_index'");
-    s.observe("x", x);
-    s.observe("edge_index", ei);
+    // one record: the names are the same under every challenge, the tensors are the challenge's
+    s.observe(
+        "tensors written, x, edge_index",
+        &(names.iter().map(|n| n.as_str()).collect::<Vec<_>>(), x, ei),
+    );
     let (n, f, e) = (graph.num_nodes(), graph.num_features(), graph.num_edges());
     assert!(
         x.dtype() == DType::F32 && x.dims() == [n, f],
@@ -287,29 +317,41 @@ fn writes_float32_and_int64_inputs() {
 fn the_export_has_dynamic_sizes() {
     let s = scenario::start();
     let dir = tempfile::tempdir().unwrap();
-    let (_, _, proto) = export_cora_gcn(&s, dir.path());
+    // a GCN of the challenge's weights: the file's initializers are the challenge's
+    let proto = export_seeded_gcn(&s, dir.path());
     let back = onnx::read(&dir.path().join("cora_gcn.onnx"))
         .unwrap_or_else(|e| panic!("export_gcn wrote no readable ONNX file at cora_gcn.onnx: {e}"));
-    s.observe("returned what it wrote", &(back == proto));
-    assert_eq!(back, proto, "export_gcn should return what it wrote");
-    s.observe("opset", &back.opset_import[0].version);
-    assert_eq!(
-        back.opset_import[0].version, OPSET,
-        "the file should use opset 18"
-    );
     let found = signature_problems(&back, 1433, 7);
-    s.observe("findings on the export", &whats(&found));
-    assert!(
-        found.is_empty(),
-        "the exported GCN's signature is right (x float32 [num_nodes, 1433], edge_index int64 [2, num_edges], logits [num_nodes, 7]); got {}",
-        listed(&found)
-    );
     let graph = back.graph.clone().unwrap();
     let accepted = (
         check_declared(&graph.input, "x", FLOAT, &[None, Some(1433)]).is_none(),
         check_declared(&graph.input, "edge_index", INT64, &[Some(2), None]).is_none(),
     );
-    s.observe("check_declared accepts x and edge_index", &accepted);
+    // One record: whether it returned what it wrote, the opset, the findings and what
+    // check_declared accepts are the same under every challenge, the weights are not.
+    s.observe_within(
+        "returned what it wrote; opset; findings on the export; check_declared accepts x and edge_index; the file's initializers",
+        &(
+            (back == proto, back.opset_import[0].version),
+            whats(&found),
+            accepted,
+            initializer_digests(&back),
+        ),
+        Tolerance {
+            abs: 1e-6,
+            rel: 1e-6,
+        },
+    );
+    assert_eq!(back, proto, "export_gcn should return what it wrote");
+    assert_eq!(
+        back.opset_import[0].version, OPSET,
+        "the file should use opset 18"
+    );
+    assert!(
+        found.is_empty(),
+        "the exported GCN's signature is right (x float32 [num_nodes, 1433], edge_index int64 [2, num_edges], logits [num_nodes, 7]); got {}",
+        listed(&found)
+    );
     assert!(
         accepted == (true, true),
         "check_declared should accept the exported inputs"
@@ -514,36 +556,31 @@ fn check_declared_reads_every_dimension() {
             None => panic!("check_declared accepted {wrong}"),
         }
     }
-    s.observe(
-        format!("findings on the wrong declarations, x of {width} features, from case {start}"),
-        &seen,
-    );
     // ...and what is right is accepted, under any non-empty size name
     let name = format!("E{}", s.pick("size name", 0..1000));
     let mut v = edge_index();
     dims_of(&mut v)[1] = symbolic(&name);
     let right = check_declared(&[v], "edge_index", INT64, &[Some(2), None]);
+    let x_right = check_declared(&[x()], "x", FLOAT, &[None, Some(width)]);
+    let missing = check_declared(&[x()], "edge_index", INT64, &[Some(2), None]);
+    // One record: the findings on what is right and on a missing input are the same under every
+    // challenge; those on the wrong declarations come in the challenge's order.
     s.observe(
-        "finding on edge_index [2, named]",
-        &right.as_ref().map(|f| f.what.clone()),
+        format!("findings on the wrong declarations (x of {width} features, from case {start}), on edge_index [2, named], on x as exported, on a list without edge_index"),
+        &(
+            &seen,
+            right.as_ref().map(|f| f.what.clone()),
+            x_right.as_ref().map(|f| f.what.clone()),
+            missing.as_ref().map(|f| f.what.clone()),
+        ),
     );
     assert!(
         right.is_none(),
         "edge_index declared [2, {name}] is right: any non-empty size name is symbolic"
     );
-    let x_right = check_declared(&[x()], "x", FLOAT, &[None, Some(width)]);
-    s.observe(
-        "finding on x as exported",
-        &x_right.as_ref().map(|f| f.what.clone()),
-    );
     assert!(
         x_right.is_none(),
         "x declared [num_nodes, {width}] is right for {width} features"
-    );
-    let missing = check_declared(&[x()], "edge_index", INT64, &[Some(2), None]);
-    s.observe(
-        "finding on a list without edge_index",
-        &missing.as_ref().map(|f| f.what.clone()),
     );
     assert!(
         missing.is_some_and(|f| f.what == "edge_index"),
@@ -634,6 +671,9 @@ fn onnxruntime_agrees_on_two_graph_sizes() {
     // with rows of Cora's features (the inputs the model was trained on)
     let small = cora_like(&s, "csbm", 300..900, model.placement());
     let mut manifest = Vec::new();
+    // Both digests in one record: on Cora (the trained model, the same under every challenge)
+    // alone it could be written in advance; the CSBM graph is the challenge's.
+    let mut digests = Vec::new();
     for (name, graph) in [("cora", &cora_graph), ("csbm", &small)] {
         let inputs = format!("graph_{name}.safetensors");
         write_inputs(graph, &dir.path().join(&inputs))
@@ -657,18 +697,19 @@ fn onnxruntime_agrees_on_two_graph_sizes() {
             &dir.path().join(format!("ort_{name}.safetensors")),
         );
         let values = theirs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-        s.observe_within(
-            format!(
-                "onnxruntime's logits on {name} ({} nodes)",
-                graph.num_nodes()
-            ),
-            &digest(&values),
-            Tolerance {
-                abs: 1e-3,
-                rel: 1e-4,
-            },
-        );
+        digests.push((
+            format!("{name} ({} nodes)", graph.num_nodes()),
+            digest(&values),
+        ));
     }
+    s.observe_within(
+        "onnxruntime's logits on cora and on csbm",
+        &digests,
+        Tolerance {
+            abs: 1e-3,
+            rel: 1e-4,
+        },
+    );
     std::fs::write(
         dir.path().join("manifest.json"),
         serde_json::to_string_pretty(&manifest).unwrap(),

@@ -59,10 +59,14 @@ fn nothing_crosses_to_build_it() {
     let device = accelerator(&s).with_ledger(&ledger);
     let loader = training_loader(&graph, &device, s.seed("loader"))
         .unwrap_or_else(|e| panic!("training_loader failed: {e}"));
-    s.observe("copies made to build it", &Json(ledger.transfers()));
     let mut seeds = loader.seeds().to_vec();
     seeds.sort();
-    s.observe("the loader's seeds, sorted", &seeds);
+    // one record: the copies (none) are the same under every challenge, the seeds are the
+    // challenge's graph's
+    s.observe(
+        "copies made to build it, and the loader's seeds, sorted",
+        &(Json(ledger.transfers()), &seeds),
+    );
     assert!(
         ledger.transfers().is_empty(),
         "building a loader should copy nothing between host and {device} (it samples on the host):\n{}",
@@ -110,8 +114,12 @@ fn its_batches_train_on_the_device() {
         .unwrap_or_else(|e| panic!("training_loader failed: {e}"));
     let batch = loader.batch(1, 0).unwrap().to_device(&device).unwrap();
     let on_device = batch.check_on("the device", &device);
-    s.observe("the first batch's nodes", &batch.n_id_host().to_vec());
-    s.observe("the first batch is on the device", &on_device.is_ok());
+    // one record: whether it is on the device is the same under every challenge, its nodes are
+    // the challenge's
+    s.observe(
+        "the first batch's nodes, and whether it is on the device",
+        &(batch.n_id_host().to_vec(), on_device.is_ok()),
+    );
     assert!(
         on_device.is_ok(),
         "the batch moved to {device} is not all there: {on_device:?}"

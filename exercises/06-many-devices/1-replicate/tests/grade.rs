@@ -140,7 +140,7 @@ fn every_replica_reads_from_its_own_device() {
     let devices = sims(&s, 3, &ledger);
     let model = cached_gcn(&g, &devices[0], s.seed("model"));
     let replicas = replicas_of(&model, &devices);
-    s.observe("every replica's tensors", &placements(&replicas));
+    let placed = placements(&replicas);
     assert_each_on_its_device(&model, &replicas, &devices);
     let expected = model
         .forward_graph(&g.to_device(&devices[0]).unwrap())
@@ -161,9 +161,11 @@ fn every_replica_reads_from_its_own_device() {
         );
     }
     let accepted = DataParallel::from_replicas(replicas, &devices, &TrainConfig::gcn());
+    // one record: that DataParallel accepts them is the same under every challenge, the
+    // replicas' devices are the challenge's
     s.observe(
-        "DataParallel::from_replicas accepts them",
-        &accepted.is_ok(),
+        "every replica's tensors, and whether DataParallel::from_replicas accepts them",
+        &(&placed, accepted.is_ok()),
     );
     accepted.unwrap_or_else(|e| panic!("DataParallel::from_replicas refused the replicas: {e}"));
 }
@@ -177,7 +179,7 @@ fn a_model_on_the_host_is_copied_to_every_device() {
     let model = cached_gcn(&g, &Placement::cpu(), s.seed("model"));
     ledger.clear();
     let replicas = replicas_of(&model, &devices);
-    s.observe("every replica's tensors", &placements(&replicas));
+    let placed = placements(&replicas);
     s.observe("the copies", &sorted_copies(&ledger));
     assert_each_on_its_device(&model, &replicas, &devices);
     let transfers = ledger.transfers();
@@ -197,9 +199,11 @@ fn a_model_on_the_host_is_copied_to_every_device() {
         }
     }
     let accepted = DataParallel::from_replicas(replicas, &devices, &TrainConfig::gcn());
+    // one record: that DataParallel accepts them is the same under every challenge, the
+    // replicas' devices are the challenge's
     s.observe(
-        "DataParallel::from_replicas accepts them",
-        &accepted.is_ok(),
+        "every replica's tensors, and whether DataParallel::from_replicas accepts them",
+        &(&placed, accepted.is_ok()),
     );
     accepted.unwrap_or_else(|e| panic!("DataParallel::from_replicas refused the replicas: {e}"));
 }
@@ -289,14 +293,14 @@ fn replicas_are_copies_not_aliases() {
         for ((who, other), before) in others.iter().zip(&before) {
             unchanged.push((k, who.clone(), first(other) == *before));
         }
-        // One key per replica changed: a scenario records each key once.
-        s.observe(
-            format!("after changing replica {k}, the others' first parameter"),
-            &Json(&unchanged),
-        );
+        // One key per replica changed: a scenario records each key once. One record with the
+        // changed parameter (the challenge's model): whether the others stayed unchanged is the
+        // same under every challenge.
         s.observe_within(
-            format!("replica {k}'s changed parameter"),
-            &digest(&first(&replicas[k])),
+            format!(
+                "replica {k}'s changed parameter, and whether the others' first parameter stayed"
+            ),
+            &(digest(&first(&replicas[k])), Json(&unchanged)),
             SAME_DIGEST,
         );
         for ((who, other), before) in others.iter().zip(&before) {
@@ -340,8 +344,11 @@ fn training_keeps_the_replicas_in_sync() {
         let sync = ours.check_in_sync().unwrap();
         losses.push(a);
         in_sync.push(sync.in_sync);
-        s.observe(format!("losses to step {step}"), &losses);
-        s.observe(format!("in sync to step {step}"), &in_sync);
+        // one record: in sync is the same under every challenge, the losses are the challenge's
+        s.observe(
+            format!("losses and in sync to step {step}"),
+            &(&losses, &in_sync),
+        );
         assert_eq!(
             a.to_bits(),
             b.to_bits(),

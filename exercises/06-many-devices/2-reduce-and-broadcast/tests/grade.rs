@@ -143,8 +143,15 @@ fn reduce_sums_every_part_onto_the_root() {
     let alone = CopyCollective
         .reduce_sum(&[(&parts[0], &d[0])], &d[0], &what)
         .unwrap_or_else(|e| panic!("reduce_sum of one part failed: {e}"));
-    s.observe("the sum of one part", &alone);
-    s.observe("the copies for one part", &copies(&ledger));
+    let alone_copies = copies(&ledger);
+    let err = CopyCollective.reduce_sum(&[], &d[0], &what);
+    let named = err.as_ref().err().map(|e| e.to_string().contains(&what));
+    // one record: the copies for one part (none) and the error for no parts are the same under
+    // every challenge, the part is the challenge's
+    s.observe(
+        "the sum of one part, the copies for it, and for no parts an error naming what was reduced",
+        &(&alone, &alone_copies, named),
+    );
     assert_eq!(
         values(&alone),
         values(&parts[0]),
@@ -155,9 +162,6 @@ fn reduce_sums_every_part_onto_the_root() {
         "a part already on the root is not copied:\n{}",
         ledger.table()
     );
-    let err = CopyCollective.reduce_sum(&[], &d[0], &what);
-    let named = err.as_ref().err().map(|e| e.to_string().contains(&what));
-    s.observe("no parts: an error naming what was reduced", &named);
     assert!(
         named == Some(true),
         "reducing no parts should be an error naming what was reduced ({what}); got {:?}",
@@ -279,9 +283,11 @@ fn training_with_it_matches_the_host_collective() {
     for n in [2, 3] {
         let (ours, dp) = train(&s, n, Some(Arc::new(CopyCollective)), 6);
         let (theirs, reference) = train(&s, n, None, 6);
+        let sync = dp.check_in_sync().unwrap();
+        // one record: in sync is the same under every challenge, the losses are the challenge's
         s.observe_within(
-            format!("{n} devices: the losses"),
-            &ours,
+            format!("{n} devices: the losses, and in sync"),
+            &(&ours, sync.in_sync),
             Tolerance {
                 abs: 1e-6,
                 rel: 1e-5,
@@ -292,8 +298,6 @@ fn training_with_it_matches_the_host_collective() {
             diff <= 1e-6,
             "{n} devices: the losses with CopyCollective differ from HostCollective's by {diff}: {ours:?} against {theirs:?}"
         );
-        let sync = dp.check_in_sync().unwrap();
-        s.observe(format!("{n} devices: in sync"), &sync.in_sync);
         assert!(
             sync.in_sync,
             "{n} devices: the replicas differ after training: {:?}",

@@ -102,15 +102,20 @@ fn the_file_loads_with_the_trained_parameters() {
         .collect();
     let mut names: Vec<&String> = stored.keys().collect();
     names.sort();
-    s.observe(
-        "initializers",
-        &names.iter().map(|n| n.as_str()).collect::<Vec<_>>(),
+    // one record: the names are the same under every challenge, the trained values (digests)
+    // are the challenge's
+    let digests: Vec<(&str, Vec<f64>)> = expected
+        .iter()
+        .filter_map(|(name, _)| stored.get(name).map(|got| (name.as_str(), digest(got))))
+        .collect();
+    s.observe_within(
+        "initializers, and the digest of each the model has",
+        &(
+            names.iter().map(|n| n.as_str()).collect::<Vec<_>>(),
+            digests,
+        ),
+        SAME_DIGEST,
     );
-    for (name, _) in &expected {
-        if let Some(got) = stored.get(name) {
-            s.observe_within(format!("initializer {name}"), &digest(got), SAME_DIGEST);
-        }
-    }
     for (name, values) in expected {
         assert!(
             !name.starts_with("module."),
@@ -150,7 +155,6 @@ fn the_exported_model_is_on_the_cpu_and_the_move_is_in_the_ledger() {
         .into_iter()
         .map(|(n, _, p)| (n, p.to_string()))
         .collect();
-    s.observe("the exported model's tensors", &placed);
     // the model's copies (the sync check's read-backs are the other test's business)
     let mut moved: Vec<(String, String, String, u64)> = ledger
         .transfers()
@@ -159,7 +163,12 @@ fn the_exported_model_is_on_the_cpu_and_the_move_is_in_the_ledger() {
         .map(|t| (t.what.clone(), t.from.clone(), t.to.clone(), t.bytes))
         .collect();
     moved.sort();
-    s.observe("the copies of the export", &moved);
+    // one record: the exported model's tensors (all on the cpu) are the same under every
+    // challenge, the copies (from the challenge's first device) are not
+    s.observe(
+        "the exported model's tensors, and the copies of the export",
+        &(&placed, &moved),
+    );
     for (name, kind, at) in model.tensor_placements() {
         assert!(
             at.is_cpu(),
@@ -201,11 +210,18 @@ fn replicas_out_of_sync_are_refused_and_nothing_is_written() {
         .map(|e| e.to_string())
         .unwrap_or_default();
     let replica = format!("replica {k}");
+    // one record: written or not is the same under every challenge
     s.observe(
-        format!("{replica}'s {name} drifted: refused, naming the replica and the parameter"),
-        &(result.is_err(), msg.contains(&replica), msg.contains(&name)),
+        format!(
+            "{replica}'s {name} drifted: refused, naming the replica and the parameter; written"
+        ),
+        &(
+            result.is_err(),
+            msg.contains(&replica),
+            msg.contains(&name),
+            path.exists(),
+        ),
     );
-    s.observe("written", &path.exists());
     let err = result.expect_err("replicas out of sync should be an error, not an export");
     assert!(
         msg.contains(&name) && msg.contains(&replica),
@@ -237,15 +253,16 @@ fn a_bad_example_fails_the_pre_flight_and_nothing_is_written() {
         .split(|c: char| !c.is_ascii_digit())
         .filter(|w| !w.is_empty())
         .collect();
+    // one record: written or not is the same under every challenge
     s.observe(
-        format!("an example of {features} features: refused by the pre-flight, naming the width"),
+        format!("an example of {features} features: refused by the pre-flight, naming the width; written"),
         &(
             result.is_err(),
             msg.contains("pre-flight"),
             numbers.contains(&features.to_string().as_str()),
+            path.exists(),
         ),
     );
-    s.observe("written", &path.exists());
     let err = result
         .expect_err("an example with the wrong number of features should fail the pre-flight");
     assert!(

@@ -155,23 +155,34 @@ fn differs(got: &[f32], want: &[f32]) -> Option<String> {
     })
 }
 
-/// Checks and observes an average against the one computed here.
+/// Checks and observes an average against the one computed here, in one record with `also`
+/// (counts the test made of the same call): the parameters' names and such counts are the same
+/// under many challenges, the averages are the challenge's.
 fn check_average(
     s: &Scenario,
     label: &str,
     got: &[(String, Tensor)],
     shapes: &[(String, Vec<usize>)],
+    also: &[(&str, usize)],
     want: impl Fn(usize) -> Vec<f32>,
 ) {
     let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
-    s.observe(format!("{label}: parameters"), &names);
+    let averages: Vec<(&str, Vec<f64>)> = got
+        .iter()
+        .map(|(name, t)| (name.as_str(), digest(&values(t))))
+        .collect();
+    let also_labels: String = also.iter().map(|(l, _)| format!("; {l}")).collect();
+    s.observe_within(
+        format!("{label}: the parameters and their averages{also_labels}"),
+        &(averages, also.iter().map(|(_, n)| *n).collect::<Vec<_>>()),
+        SAME_DIGEST,
+    );
     let expected_names: Vec<&str> = shapes.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names, expected_names,
         "{label}: one averaged gradient per parameter, in the replicas' order"
     );
     for (p, (name, t)) in got.iter().enumerate() {
-        s.observe_within(format!("{label}: {name}"), &digest(&values(t)), SAME_DIGEST);
         assert_eq!(
             t.dims(),
             shapes[p].1.as_slice(),
@@ -195,12 +206,12 @@ fn weighs_each_replica_by_its_seeds() {
     let root = devices[s.pick("root", 0..n)].clone();
     let got = average_gradients(&given, &root)
         .unwrap_or_else(|e| panic!("average_gradients failed for seeds {seeds:?}: {e}"));
-    s.observe("the averaged parameters", &got.len());
     check_average(
         &s,
         &format!("seeds {seeds:?} onto {root}"),
         &got,
         &shapes,
+        &[],
         |p| expected_average(&seeds, &host, p),
     );
 }
@@ -267,7 +278,6 @@ fn matches_one_device_on_all_the_seeds() {
     let root = devices[0].clone();
     let got = average_gradients(&given, &root)
         .unwrap_or_else(|e| panic!("average_gradients failed for seeds {seeds:?}: {e}"));
-    s.observe("the averaged parameters", &got.len());
     let one_device = mean_loss_gradients(
         &model.to_device(&root).unwrap(),
         &g.to_device(&root).unwrap(),
@@ -282,6 +292,7 @@ fn matches_one_device_on_all_the_seeds() {
         &format!("Cora's training nodes split {seeds:?}"),
         &got,
         &shapes,
+        &[],
         |p| values(&one_device[p].1),
     );
 }
@@ -306,10 +317,14 @@ fn a_replica_without_seeds_adds_nothing() {
         .iter()
         .filter(|t| t.from == devices[idle].to_string())
         .count();
-    s.observe("copies from the replica without seeds", &from_idle);
-    check_average(&s, &format!("seeds {seeds:?}"), &got, &shapes, |p| {
-        expected_average(&seeds, &host, p)
-    });
+    check_average(
+        &s,
+        &format!("seeds {seeds:?}"),
+        &got,
+        &shapes,
+        &[("copies from the replica without seeds", from_idle)],
+        |p| expected_average(&seeds, &host, p),
+    );
     assert_eq!(
         from_idle,
         0,
@@ -380,7 +395,7 @@ fn no_tensor_is_made_on_a_fixed_device() {
     // the code under test runs (a witness of an empty function would prove nothing)...
     let got = average_gradients(&given, &root)
         .unwrap_or_else(|e| panic!("average_gradients failed for seeds {seeds:?}: {e}"));
-    check_average(&s, &format!("seeds {seeds:?}"), &got, &shapes, |p| {
+    check_average(&s, &format!("seeds {seeds:?}"), &got, &shapes, &[], |p| {
         expected_average(&seeds, &host, p)
     });
     // ...and makes no tensor on a device written in it

@@ -160,6 +160,10 @@ fn shards_cover_every_seed_once() {
     let seeds = node_ids(&s, "seed", count);
     let epoch = s.pick("epoch", 0..1000) as u64;
     let run_seed = s.seed("run");
+    // every world size's record, observed as one with the errors: the counts of seeds taken
+    // twice, never or not given (none) and the errors are the same under every challenge, the
+    // shard sizes are the challenge's
+    let mut per_world_size = Vec::new();
     for world_size in 1..=4 {
         let shards: Vec<Vec<u32>> = (0..world_size)
             .map(|rank| {
@@ -179,14 +183,7 @@ fn shards_cover_every_seed_once() {
             .copied()
             .filter(|id| !seeds.contains(id))
             .collect();
-        s.observe(
-            format!("{world_size} rank(s): shard sizes, smallest first"),
-            &sizes,
-        );
-        s.observe(
-            format!("{world_size} rank(s): seeds taken twice or more, never, not given"),
-            &(twice.len(), never.len(), strangers.len()),
-        );
+        per_world_size.push((sizes.clone(), (twice.len(), never.len(), strangers.len())));
         assert!(
             twice.is_empty() && never.is_empty() && strangers.is_empty(),
             "{} seeds over {world_size} rank(s), epoch {epoch}: every seed must be in exactly one rank's shard (nothing repeated to even them out); taken more than once: {twice:?}, in no shard: {never:?}, not among the seeds: {strangers:?}",
@@ -202,7 +199,10 @@ fn shards_cover_every_seed_once() {
         .iter()
         .map(|&(rank, world_size)| shard(&seeds, rank, world_size, epoch, run_seed).is_err())
         .collect();
-    s.observe("rank 0 of 0, rank 2 of 2, rank 5 of 3: errors", &refused);
+    s.observe(
+        "1 to 4 ranks: shard sizes (smallest first) and seeds taken twice or more, never, not given; rank 0 of 0, rank 2 of 2, rank 5 of 3: errors",
+        &(&per_world_size, &refused),
+    );
     assert!(
         refused.iter().all(|&r| r),
         "a world of 0 ranks and a rank not below the world size are errors, not shards (rank 0 of 0, 2 of 2, 5 of 3: {refused:?})"
@@ -234,17 +234,20 @@ fn each_epoch_shuffles_anew() {
         .map(|e| epoch_layout(&seeds, world_size, e, run_seed))
         .collect();
     let anew: Vec<bool> = layouts.windows(2).map(|w| w[0] != w[1]).collect();
+    let again = epoch_layout(&seeds, world_size, first + 2, run_seed) == layouts[2];
+    let other_run = epoch_layout(&seeds, world_size, first, run_seed ^ 0x5eed) != layouts[0];
+    // One record: the verdicts are the same under every challenge; the seeds the first epoch's
+    // shards hold, sorted, are the challenge's (any right shuffle holds them all, so only their
+    // sorted list is compared, never their order).
+    let mut held = layouts[0].clone();
+    held.sort_unstable();
     s.observe(
         format!(
-            "epochs {first} to {}: each unlike the one before",
+            "epochs {first} to {}: each unlike the one before; the same epoch, the same shards; another run seed, other shards; the first epoch's seeds, sorted",
             first + 3
         ),
-        &anew,
+        &(&anew, again, other_run, &held),
     );
-    let again = epoch_layout(&seeds, world_size, first + 2, run_seed) == layouts[2];
-    s.observe("the same epoch, the same shards", &again);
-    let other_run = epoch_layout(&seeds, world_size, first, run_seed ^ 0x5eed) != layouts[0];
-    s.observe("another run seed, other shards", &other_run);
     let repeats: Vec<String> = anew
         .iter()
         .zip(first + 1..)
@@ -328,6 +331,7 @@ fn two_epochs_step_by_step() {
     let mut all_sorted = seeds.clone();
     all_sorted.sort_unstable();
     let mut epochs_batches: Vec<Vec<Vec<Vec<u32>>>> = Vec::new();
+    let mut epochs_sums: Vec<Digests> = Vec::new();
     for epoch in [first, first + 1] {
         let shards: Vec<Vec<u32>> = (0..n)
             .map(|rank| {
@@ -424,18 +428,25 @@ fn two_epochs_step_by_step() {
                     .collect(),
             );
         }
+        let mut sums = Vec::new();
         for (p, (name, _)) in model.named_parameters().iter().enumerate() {
             let w: Vec<f32> = weighted[p].iter().map(|&x| x as f32).collect();
-            s.observe_within(
-                format!("epoch {epoch}: {name}, the steps' averages times their seeds, summed"),
-                &digest(&w),
-                SAME_DIGEST,
-            );
+            sums.push((name.clone(), digest(&w)));
         }
+        epochs_sums.push(sums);
         epochs_batches.push(batches_of_epoch);
     }
     let same = epochs_batches[0] == epochs_batches[1];
-    s.observe("the second epoch's batches are the first's", &same);
+    // One record: whether the batches repeat is the same under every challenge, the steps'
+    // averages are the challenge's.
+    s.observe_within(
+        format!(
+            "epochs {first} and {}: each parameter's steps' averages times their seeds, summed; the second epoch's batches are the first's",
+            first + 1
+        ),
+        &(&epochs_sums, same),
+        SAME_DIGEST,
+    );
     assert!(
         !same,
         "epochs {first} and {}: every rank's batches are the same in both, step by step, so every epoch trains on the same batches. The epoch must go into the shuffle (PyTorch's sampler.set_epoch(epoch))",
@@ -570,9 +581,31 @@ fn run_ranks(models: &[Model], locals: &[Option<LocalGradients>]) -> Vec<RankOut
     .collect()
 }
 
-/// Checks and observes every rank's average against the one computed here.
+/// Each parameter's name and digest.
+type Digests = Vec<(String, Vec<f64>)>;
+
+/// Whether each rank returned, and the digests of what it returned (nothing for an error): what
+/// the judge compares of a run of the ranks, observed by the caller in one record with what
+/// else the test learnt of the same run (whether a rank returned is the same under every
+/// challenge, the averages are the challenge's).
+fn rank_results(outcomes: &[RankOutcome]) -> Vec<(bool, Digests)> {
+    outcomes
+        .iter()
+        .map(|o| match &o.result {
+            Ok(got) => (
+                true,
+                got.iter()
+                    .map(|(name, t)| (name.clone(), digest(&values(t))))
+                    .collect(),
+            ),
+            Err(_) => (false, Vec::new()),
+        })
+        .collect()
+}
+
+/// Checks every rank's average against the one computed here (the caller observes
+/// [`rank_results`]).
 fn check_every_rank(
-    s: &Scenario,
     label: &str,
     model: &Model,
     outcomes: &[RankOutcome],
@@ -583,12 +616,6 @@ fn check_every_rank(
         .into_iter()
         .map(|(n, _)| n)
         .collect();
-    for (rank, outcome) in outcomes.iter().enumerate() {
-        s.observe(
-            format!("{label}: rank {rank} returned"),
-            &outcome.result.is_ok(),
-        );
-    }
     let returned: Vec<usize> = (0..outcomes.len())
         .filter(|&r| outcomes[r].result.is_ok())
         .collect();
@@ -615,11 +642,6 @@ fn check_every_rank(
             "{label}: rank {rank} must return one gradient per parameter, in the model's order"
         );
         for (p, (name, t)) in got.iter().enumerate() {
-            s.observe_within(
-                format!("{label}: rank {rank} {name}"),
-                &digest(&values(t)),
-                SAME_DIGEST,
-            );
             if let Some(problem) = differs(&values(t), &want(p)) {
                 panic!("{label}: rank {rank}'s average of {name} is not the ranks' gradients summed and divided by the seeds of all ranks: {problem}");
             }
@@ -681,9 +703,13 @@ fn divides_the_sum_by_every_ranks_seeds() {
         &seeds.iter().map(|&k| Some(k)).collect::<Vec<_>>(),
     );
     let outcomes = run_ranks(&models, &locals);
-    check_every_rank(&s, &format!("seeds {seeds:?}"), &model, &outcomes, |p| {
-        expected(&host, p)
-    });
+    let label = format!("seeds {seeds:?}");
+    s.observe_within(
+        format!("{label}: each rank returned, and its averages"),
+        &rank_results(&outcomes),
+        SAME_DIGEST,
+    );
+    check_every_rank(&label, &model, &outcomes, |p| expected(&host, p));
 }
 
 /// The gradient of the summed cross-entropy over `seeds` (full-graph forward, evaluation
@@ -741,24 +767,25 @@ fn matches_one_process_on_all_the_seeds() {
         }));
         models.push(replica);
     }
-    s.observe("each rank's shard of the training nodes: sizes", &sizes);
     let outcomes = run_ranks(&models, &locals);
     let one_process = summed_loss_gradients(&model, &g, &train);
-    check_every_rank(
-        &s,
-        &format!(
-            "Cora's {} training nodes in shards of {sizes:?}",
-            train.len()
-        ),
-        &model,
-        &outcomes,
-        |p| {
-            values(&one_process[p].1)
-                .iter()
-                .map(|v| v / train.len() as f32)
-                .collect()
-        },
+    let label = format!(
+        "Cora's {} training nodes in shards of {sizes:?}",
+        train.len()
     );
+    // one record: the shards' sizes (the library's) are the same under many challenges, the
+    // averages are the challenge's
+    s.observe_within(
+        format!("{label}: each rank's shard size; each rank returned, and its averages"),
+        &(&sizes, rank_results(&outcomes)),
+        SAME_DIGEST,
+    );
+    check_every_rank(&label, &model, &outcomes, |p| {
+        values(&one_process[p].1)
+            .iter()
+            .map(|v| v / train.len() as f32)
+            .collect()
+    });
 }
 
 #[test]
@@ -784,12 +811,18 @@ fn a_rank_without_a_batch_still_joins() {
     let (models, locals, host) = drawn_ranks(&s, &model, &seeds);
     let outcomes = run_ranks(&models, &locals);
     let label = format!("seeds {seeds:?} (None: no batch)");
-    check_every_rank(&s, &label, &model, &outcomes, |p| expected(&host, p));
+    let results = rank_results(&outcomes);
+    check_every_rank(&label, &model, &outcomes, |p| expected(&host, p));
     // No rank with a batch: every rank must say so, promptly (not a NaN, not a wait).
     let nobody: Vec<Option<LocalGradients>> = vec![None; n];
     let outcomes = run_ranks(&models, &nobody);
     let refused: Vec<bool> = outcomes.iter().map(|o| o.result.is_err()).collect();
-    s.observe("no rank with a batch: each rank's error", &refused);
+    // one record: the errors are the same under every challenge, the averages are not
+    s.observe_within(
+        format!("{label}: each rank returned, and its averages; no rank with a batch: each rank's error"),
+        &(&results, &refused),
+        SAME_DIGEST,
+    );
     assert!(
         refused.iter().all(|&r| r),
         "when no rank has a batch, the mean over no seeds is 0/0: every rank must return an error, not gradients (errors: {refused:?})"
@@ -808,10 +841,14 @@ fn one_all_reduce_per_step() {
     let (models, locals, host) = drawn_ranks(&s, &model, &seeds);
     let outcomes = run_ranks(&models, &locals);
     let sums: Vec<usize> = outcomes.iter().map(|o| o.sums).collect();
-    s.observe("all-reduce calls of each rank", &sums);
-    check_every_rank(&s, &format!("seeds {seeds:?}"), &model, &outcomes, |p| {
-        expected(&host, p)
-    });
+    let label = format!("seeds {seeds:?}");
+    // one record: the calls (one each) are the same under every challenge, the averages are not
+    s.observe_within(
+        format!("{label}: each rank returned, and its averages; all-reduce calls of each rank"),
+        &(rank_results(&outcomes), &sums),
+        SAME_DIGEST,
+    );
+    check_every_rank(&label, &model, &outcomes, |p| expected(&host, p));
     assert!(
         sums.iter().all(|&k| k == 1),
         "each rank must make one all-reduce per step (every gradient and the seed count in one bucket), they made {sums:?} ({} parameters)",
@@ -892,15 +929,14 @@ fn only_rank_0_writes_the_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gcn.safetensors");
     let outcomes = save_on_ranks(&models, &path, Duration::ZERO);
+    let returned: Vec<bool> = outcomes.iter().map(|o| o.result.is_ok()).collect();
     for (rank, o) in outcomes.iter().enumerate() {
-        s.observe(format!("rank {rank} returned"), &o.result.is_ok());
         if let Err(e) = &o.result {
             panic!("rank {rank}'s save_if_main failed: {e}");
         }
     }
     // Who copied its parameters to the host to write them: rank 0 alone.
     let writers: Vec<bool> = ledgers.iter().map(|l| !l.transfers().is_empty()).collect();
-    s.observe("ranks that copied their parameters to the host", &writers);
     assert!(
         path.is_file(),
         "no checkpoint at {} after every rank returned",
@@ -911,10 +947,17 @@ fn only_rank_0_writes_the_checkpoint() {
         .unwrap_or_else(|e| panic!("the checkpoint does not load in a one-process run: {e}"));
     let saved = back.named_parameters();
     let names: Vec<&str> = saved.iter().map(|(n, _)| n.as_str()).collect();
-    s.observe("the names in the checkpoint", &names);
-    for (name, t) in &saved {
-        s.observe_within(format!("saved {name}"), &digest(&values(t)), SAME_DIGEST);
-    }
+    // One record: whether each rank returned, who copied to the host and the names are the same
+    // under every challenge (for a world size); the saved values are the challenge's.
+    let contents: Vec<(&str, Vec<f64>)> = saved
+        .iter()
+        .map(|(name, t)| (name.as_str(), digest(&values(t))))
+        .collect();
+    s.observe_within(
+        "each rank returned; the ranks that copied their parameters to the host; the checkpoint's names and values",
+        &(&returned, &writers, &contents),
+        SAME_DIGEST,
+    );
     let rank0: Vec<(String, Vec<f32>)> = models[0]
         .named_parameters()
         .iter()
@@ -948,24 +991,29 @@ fn the_others_wait_until_it_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gcn.safetensors");
     let outcomes = save_on_ranks(&models, &path, Duration::from_millis(500));
+    let returned: Vec<bool> = outcomes.iter().map(|o| o.result.is_ok()).collect();
     for (rank, o) in outcomes.iter().enumerate() {
-        s.observe(format!("rank {rank} returned"), &o.result.is_ok());
         if let Err(e) = &o.result {
             panic!("rank {rank}'s save_if_main failed: {e}");
         }
     }
     let rank0_last_after_write = outcomes[0].file_at_calls.last() == Some(&true);
-    s.observe(
-        "rank 0's last collective call came after its write",
-        &rank0_last_after_write,
-    );
     let others: Vec<(bool, bool)> = outcomes[1..]
         .iter()
         .map(|o| (o.calls > 0, o.file_on_return))
         .collect();
-    s.observe(
-        "ranks 1..: joined a collective, found the file on return",
-        &others,
+    // One record with what the file holds (the challenge's model of rank 0, as the other test
+    // checks): the orders observed are the same under every challenge.
+    let written: Option<Digests> = checkpoint::load(&path, Placement::cpu()).ok().map(|m| {
+        m.named_parameters()
+            .iter()
+            .map(|(name, t)| (name.clone(), digest(&values(t))))
+            .collect()
+    });
+    s.observe_within(
+        "each rank returned; rank 0's last collective call came after its write; ranks 1..: joined a collective, found the file on return; what the file holds",
+        &(&returned, rank0_last_after_write, &others, &written),
+        SAME_DIGEST,
     );
     assert!(
         others.iter().all(|&(joined, _)| joined),

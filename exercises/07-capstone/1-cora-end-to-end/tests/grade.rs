@@ -102,7 +102,6 @@ fn trains_gatv2_on_the_accelerator_moving_cora_once() {
         .filter(|(_, at)| *at != &gpu)
         .map(|(part, at)| format!("{} on {at}", part.name()))
         .collect();
-    s.observe(format!("parts of Cora not on {gpu}"), &elsewhere);
     assert!(
         elsewhere.is_empty(),
         "load_cora must load Cora onto {gpu}, the device it is given; found {}",
@@ -119,14 +118,6 @@ fn trains_gatv2_on_the_accelerator_moving_cora_once() {
         format!("{heads} heads x {hidden}: the model's config"),
         &Shown(short.model.config()),
     );
-    s.observe_within(
-        format!("{heads} heads x {hidden}: the losses"),
-        &short_losses,
-        Tolerance {
-            abs: 1e-4,
-            rel: 1e-3,
-        },
-    );
     assert_eq!(
         short.model.config(),
         &ModelConfig::gatv2(1433, hidden, heads, 7),
@@ -136,11 +127,6 @@ fn trains_gatv2_on_the_accelerator_moving_cora_once() {
     ledger.set_phase("train");
     let report =
         train_gatv2(&graph, 8, 8, EPOCHS).unwrap_or_else(|e| panic!("train_gatv2 failed: {e}"));
-    s.observe(
-        "the trained model's device",
-        &report.model.placement().to_string(),
-    );
-    s.observe("epochs trained", &report.history.len());
     assert_eq!(
         report.model.placement(),
         &gpu,
@@ -154,10 +140,6 @@ fn trains_gatv2_on_the_accelerator_moving_cora_once() {
     let last = report
         .last()
         .expect("the report has the epochs counted above");
-    s.observe(
-        format!("test accuracy after {EPOCHS} epochs reaches {MIN_TEST_ACCURACY}"),
-        &(last.test_accuracy >= MIN_TEST_ACCURACY),
-    );
     assert!(
         last.test_accuracy >= MIN_TEST_ACCURACY,
         "test accuracy after {EPOCHS} epochs is {:.1}%, below {:.0}%: is the learning rate LR (0.02) and the recipe TrainConfig::gatv2()?",
@@ -176,7 +158,27 @@ fn trains_gatv2_on_the_accelerator_moving_cora_once() {
         .iter()
         .filter(|t| t.what == "Cora.x")
         .count();
-    s.observe("copies of Cora's features", &copies);
+    // One record: the chapter's run (8 heads x 8, the same under every challenge but the
+    // device) and where Cora went, beside the short run's losses (the challenge's sizes).
+    s.observe_within(
+        format!(
+            "{heads} heads x {hidden}: the losses; parts of Cora not on the device; 8 heads x 8: the trained model's device, epochs trained, test accuracy after {EPOCHS} epochs reaches {MIN_TEST_ACCURACY}, copies of Cora's features"
+        ),
+        &(
+            &short_losses,
+            &elsewhere,
+            (
+                report.model.placement().to_string(),
+                report.history.len(),
+                last.test_accuracy >= MIN_TEST_ACCURACY,
+                copies,
+            ),
+        ),
+        Tolerance {
+            abs: 1e-4,
+            rel: 1e-3,
+        },
+    );
     assert_eq!(
         copies,
         1,
@@ -197,15 +199,12 @@ fn export_runs_the_preflight_before_writing() {
     // the example graph on the host, the model on the accelerator: refused, nothing written
     let refused = dir.path().join("refused.safetensors");
     let result = export(&model, &cora(&Placement::cpu()), &refused);
-    s.observe(
-        format!("example on cpu, model on {gpu}: refused by the pre-flight, written"),
-        &(
-            result
-                .as_ref()
-                .err()
-                .map(|e| e.to_string().contains("example input 'x' is on cpu")),
-            refused.exists(),
-        ),
+    let refusal = (
+        result
+            .as_ref()
+            .err()
+            .map(|e| e.to_string().contains("example input 'x' is on cpu")),
+        refused.exists(),
     );
     match result {
         Ok(_) => panic!(
@@ -225,7 +224,6 @@ fn export_runs_the_preflight_before_writing() {
     let path = dir.path().join("cora_gatv2.safetensors");
     let report = export(&model, &cora(&gpu), &path)
         .unwrap_or_else(|e| panic!("export failed with the model and the example on {gpu}: {e}"));
-    s.observe("passed pre-flight checks", &report.checks.len());
     assert_eq!(
         report.checks.len(),
         5,
@@ -240,9 +238,13 @@ fn export_runs_the_preflight_before_writing() {
         "the checkpoint holds the model's config"
     );
     let saved: HashMap<String, Tensor> = back.named_parameters().into_iter().collect();
-    for (name, t) in back.named_parameters() {
-        s.observe_within(format!("saved {name}"), &t, Tolerance::EXACT);
-    }
+    // One record: the refusal and the checks passed are the same under every challenge, the
+    // saved parameters (the challenge's model) are not.
+    s.observe_within(
+        format!("example on cpu, model on {gpu}: refused by the pre-flight, written; passed pre-flight checks; the saved parameters"),
+        &(refusal, report.checks.len(), back.named_parameters()),
+        Tolerance::EXACT,
+    );
     for (name, t) in model.named_parameters() {
         assert!(
             host(&t) == host(&saved[&name]),
@@ -262,10 +264,6 @@ fn reloaded_model_matches_on_the_cpu() {
 
     let served =
         reload_for_serving(&path).unwrap_or_else(|e| panic!("reload_for_serving failed: {e}"));
-    s.observe(
-        "the reloaded model's device",
-        &served.placement().to_string(),
-    );
     assert!(
         served.placement().is_cpu(),
         "the serving machine's device is the cpu, but the model was reloaded onto {}",
@@ -285,9 +283,13 @@ fn reloaded_model_matches_on_the_cpu() {
         panic!("the reloaded model cannot answer a request built on the host: {e}")
     });
     let on_gpu = trained.forward_graph(&cora(&gpu)).unwrap();
+    // one record: the device (the cpu) is the same under every challenge, the logits are not
     s.observe_within(
-        "the reloaded model's logits on the cpu",
-        &digest(&host(&on_cpu.logits)),
+        "the reloaded model's device, and its logits on the cpu",
+        &(
+            served.placement().to_string(),
+            digest(&host(&on_cpu.logits)),
+        ),
         Tolerance {
             abs: 1e-3,
             rel: 1e-4,
@@ -344,11 +346,20 @@ fn serves_concurrently_like_sequentially() {
         .iter()
         .map(|a| host(&a.response.logits).iter().map(|&v| f64::from(v)).sum())
         .collect();
+    // every thread is done with the model once serve has returned
+    let kept = Arc::strong_count(&model);
     s.observe(format!("{count} requests: answers"), &answers.len());
-    s.observe("each answer equal to the sequential one", &same);
+    // One record: which answers equal the sequential ones, whether the caller's thread answered
+    // and the references left are the same under every challenge (for a count), the logits are
+    // the challenge's.
     s.observe_within(
-        "each answer's logits, summed",
-        &sums,
+        "each answer's logits, summed; each answer equal to the sequential one; answered on the caller's thread; references to the model left",
+        &(
+            &sums,
+            &same,
+            group_of.contains_key(&std::thread::current().id()),
+            kept,
+        ),
         Tolerance {
             abs: 1e-3,
             rel: 1e-5,
@@ -357,10 +368,6 @@ fn serves_concurrently_like_sequentially() {
     s.observe(
         format!("{threads} threads: the requests each answered"),
         &Json(&groups),
-    );
-    s.observe(
-        "answered on the caller's thread",
-        &group_of.contains_key(&std::thread::current().id()),
     );
     assert_eq!(
         answers.len(),
@@ -401,8 +408,6 @@ fn serves_concurrently_like_sequentially() {
         "{threads} threads should share the {count} requests: thread t answers requests t, t + {threads}, t + {}, ...",
         2 * threads
     );
-    let kept = Arc::strong_count(&model);
-    s.observe("references to the model left", &kept);
     assert_eq!(
         kept, 1,
         "every thread's Arc clone should be dropped once serving is done"
@@ -426,7 +431,6 @@ fn serving_with_zero_threads_is_an_error() {
         .into();
     let result = serve(Arc::clone(&model), Arc::clone(&requests), 0);
     let answered = result.as_ref().map(|a| a.len()).ok();
-    s.observe(format!("{count} requests, 0 threads: answers"), &answered);
     assert!(
         result.is_err(),
         "serve with 0 threads should return an error (there is no thread to answer the {count} request(s)); it returned {} answer(s)",
@@ -440,13 +444,10 @@ fn serving_with_zero_threads_is_an_error() {
         .iter()
         .map(|a| host(&a.response.logits).iter().map(|&v| f64::from(v)).sum())
         .collect();
-    s.observe(
-        format!("{count} requests, 1 thread: answers, threads"),
-        &(one.len(), threads.len()),
-    );
+    // one record: the counts are the same under many challenges, the logits are the challenge's
     s.observe_within(
-        "each answer's logits, summed",
-        &sums,
+        format!("{count} requests, 0 threads: answers; 1 thread: answers, threads; each answer's logits, summed"),
+        &(answered, (one.len(), threads.len()), &sums),
         Tolerance {
             abs: 1e-3,
             rel: 1e-5,
