@@ -307,11 +307,12 @@ pub fn run(grading: &Grading, report: &Path, progress: &Progress) -> anyhow::Res
             .expect("discovered from the selection");
         outcomes.push(grade_variant(grading, exercise, variant, progress)?);
     }
-    let (forgeable, constant_keys) = challenge_independent(grading, progress)?;
+    let (forgeable, constant_keys, under_drawn_names) = challenge_independent(grading, progress)?;
     let json = serde_json::to_string_pretty(&WrongReport {
         rows: outcomes.clone(),
         challenge_independent: forgeable.clone(),
         constant_keys: constant_keys.clone(),
+        constant_values_under_drawn_names: under_drawn_names.clone(),
     })? + "\n";
     write_atomically(report, json.as_bytes())?;
     println!("{}", table(&outcomes));
@@ -336,6 +337,13 @@ pub fn run(grading: &Grading, report: &Path, progress: &Progress) -> anyhow::Res
             constant_keys.join(", ")
         );
     }
+    if !under_drawn_names.is_empty() {
+        println!(
+            "note: {} graded values have a drawn value in their key's name but are themselves the same under two challenges (a refusal's verdict, a count): code that knows the challenge could write them in advance; merge each into a value the student's code computes from drawn input: {}",
+            under_drawn_names.len(),
+            under_drawn_names.join(", ")
+        );
+    }
     Ok(i32::from(
         caught != outcomes.len() || !forgeable.is_empty() || !constant_keys.is_empty(),
     ))
@@ -358,6 +366,11 @@ pub struct WrongReport {
     /// is wrong exactly there writes the value in advance and silences the test's own record).
     #[serde(default)]
     pub constant_keys: Vec<String>,
+    /// Graded values whose key names hold a drawn value (so the keys differ between the two
+    /// challenges) but whose values are the same at the same position: reported, not yet a
+    /// failure (refusal verdicts and counts of 04-1, 04-3, 06-3, 06-4 and 06-5 are listed).
+    #[serde(default)]
+    pub constant_values_under_drawn_names: Vec<String>,
 }
 
 /// The two challenges under which every graded test's observations must differ. Fixed, so that
@@ -368,15 +381,18 @@ pub const CHECK_CHALLENGES: (u64, u64) = (1, 2);
 /// Records the references under [`CHECK_CHALLENGES`]: the graded tests all of whose values are
 /// the same under both (a failure: the whole log could be written in advance), and the single
 /// graded values (test and key) that are the same under both in the other tests (also a failure;
-/// see [`scenario::protocol`] for what a student's code can write into a log).
+/// see [`scenario::protocol`] for what a student's code can write into a log); and, reported
+/// only, the values whose key names hold a drawn value but which are themselves the same under
+/// both ([`scenario::protocol::Log::same_values_under_drawn_names`]).
 fn challenge_independent(
     grading: &Grading,
     progress: &Progress,
-) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+) -> anyhow::Result<(Vec<String>, Vec<String>, Vec<String>)> {
     let one = grading.record(CHECK_CHALLENGES.0, progress)?;
     let other = grading.record(CHECK_CHALLENGES.1, progress)?;
     let mut tests = Vec::new();
     let mut same = Vec::new();
+    let mut under_drawn_names = Vec::new();
     for exercise in &grading.selected {
         for spec in exercise.spec.tests.iter().filter(|t| !t.build_only) {
             let (Some(a), Some(b)) = (
@@ -385,6 +401,9 @@ fn challenge_independent(
             ) else {
                 continue;
             };
+            for key in a.same_values_under_drawn_names(b) {
+                under_drawn_names.push(format!("{} {}: {key}", exercise.id, spec.name));
+            }
             let keys = a.same_keys(b);
             if !keys.is_empty() && keys.len() == a.observations.len() {
                 tests.push(format!("{} {}", exercise.id, spec.name));
@@ -395,7 +414,7 @@ fn challenge_independent(
             }
         }
     }
-    Ok((tests, same))
+    Ok((tests, same, under_drawn_names))
 }
 
 /// The reference solution's edit files of `exercise`, with `variant`'s replacements, by path
