@@ -215,21 +215,17 @@ impl Log {
         if self.observations.len() != other.observations.len() {
             return Vec::new();
         }
-        let theirs = other.by_key();
+        let (mine, theirs) = (self.by_key(), other.by_key());
         self.observations
             .iter()
             .zip(&other.observations)
             .filter(|((key, value, _), (their_key, their_value, _))| {
                 !theirs.contains_key(key.as_str())
-                    && !self.has_key(their_key)
+                    && !mine.contains_key(their_key.as_str())
                     && diff(value, their_value, &Tolerance::EXACT).is_none()
             })
             .map(|((k, _, _), _)| k.clone())
             .collect()
-    }
-
-    fn has_key(&self, key: &str) -> bool {
-        self.observations.iter().any(|(k, _, _)| k == key)
     }
 }
 

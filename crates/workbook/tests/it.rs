@@ -59,32 +59,14 @@ mod torch_import;
 #[path = "training.rs"]
 mod training;
 
-/// Every `tests/*.rs` and `tests/*/main.rs` is a module of this binary or a `[[test]]` target
-/// of Cargo.toml: with `autotests = false`, cargo would otherwise skip a new one in silence.
+#[path = "test_files.rs"]
+mod test_files;
+
 #[test]
 fn every_test_file_runs() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    let manifest = include_str!("../Cargo.toml");
-    let here = include_str!("it.rs");
-    let mut missing = Vec::new();
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let file = if path.extension().is_some_and(|e| e == "rs") {
-            name
-        } else if path.join("main.rs").is_file() {
-            format!("{name}/main.rs")
-        } else {
-            continue;
-        };
-        let target = format!("path = \"tests/{file}\"");
-        let module = format!("#[path = \"{file}\"]");
-        if !manifest.contains(&target) && !here.contains(&module) {
-            missing.push(file);
-        }
-    }
-    assert!(
-        missing.is_empty(),
-        "tests/{missing:?} would never run: add each to tests/it.rs (`#[path = ..] mod ..;`) or as a [[test]] to Cargo.toml"
+    test_files::every_test_file_runs(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests"),
+        include_str!("../Cargo.toml"),
+        include_str!("it.rs"),
     );
 }
