@@ -339,7 +339,7 @@ pub fn run(grading: &Grading, report: &Path, progress: &Progress) -> anyhow::Res
     }
     if !under_drawn_names.is_empty() {
         println!(
-            "note: {} graded values have a drawn value in their key's name but are themselves the same under two challenges (a refusal's verdict, a count): code that knows the challenge could write them in advance; merge each into a value the student's code computes from drawn input: {}",
+            "note: {} graded values have a drawn value in their key's name but are themselves the same under two challenges (verdicts about a drawn input: refused, nothing written, which parts a finding is about): they rest on the honesty of the test's process, as the teachers' page says; merge a new one into a value the student's code computes from drawn input where the exercise has one: {}",
             under_drawn_names.len(),
             under_drawn_names.join(", ")
         );
@@ -367,8 +367,12 @@ pub struct WrongReport {
     #[serde(default)]
     pub constant_keys: Vec<String>,
     /// Graded values whose key names hold a drawn value (so the keys differ between the two
-    /// challenges) but whose values are the same at the same position: reported, not yet a
-    /// failure (refusal verdicts and counts of 04-1, 04-3, 06-3, 06-4 and 06-5 are listed).
+    /// challenges) but whose values are the same at the same position: reported, not a failure.
+    /// They are verdicts about a drawn input (refused, nothing written, which parts a finding is
+    /// about, every seed taken once): their right value is the same whatever was drawn, so only
+    /// a judge outside the process could check them against code that tampers with its own
+    /// process (teachers' page 2, "What a record proves", says so). Eleven today, in 04-3,
+    /// 06-3, 06-4 and 06-5.
     #[serde(default)]
     pub constant_values_under_drawn_names: Vec<String>,
 }

@@ -26,16 +26,31 @@ fn accelerator(s: &Scenario) -> Placement {
 #[test]
 fn runs_a_cpu_graph_on_the_accelerator() {
     let s = scenario::start();
-    let gpu = accelerator(&s);
+    let ledger = Ledger::new();
+    let gpu = accelerator(&s).with_ledger(&ledger);
     let model = gcn_on(&gpu, s.seed("model"));
     let graph = datasets::karate(Placement::cpu()).unwrap();
+    ledger.clear();
     let out = forward_anywhere(&model, &graph)
         .unwrap_or_else(|e| panic!("forward_anywhere failed with the graph on cpu: {e}"));
-    s.observe("logits", &out.logits);
+    // Every copy the ledger saw (the graph's parts, or the model's parameters if the model was
+    // moved instead), in one record with the logits of the challenge's model.
+    let copies = ledger.transfers();
+    s.observe("the copies and the logits", &(Json(&copies), &out.logits));
     assert_eq!(out.logits.dims(), &[34, 4]);
+    // A simulated device is the host's memory underneath, so the logits' candle device cannot
+    // tell sim:N from the cpu: the ledger can.
     assert!(
-        out.logits.device().same_device(gpu.device()),
-        "the logits should be computed where the model is ({gpu})"
+        copies
+            .iter()
+            .any(|t| t.what == "karate.x" && t.from == "cpu" && t.to == gpu.to_string()),
+        "the graph must be copied from cpu to the model's device ({gpu}), where the work runs; the ledger shows:\n{}",
+        ledger.table()
+    );
+    assert!(
+        copies.iter().all(|t| t.to == gpu.to_string()),
+        "only the graph should move, to the model's device ({gpu}): the model stays where it is; the ledger shows:\n{}",
+        ledger.table()
     );
 }
 
