@@ -305,10 +305,13 @@ fn build_with(
     if !rustc_args.is_empty() {
         cmd.arg("--").args(rustc_args);
     }
+    // A mistake's build is meant to fail: cargo's "could not compile" would read as the
+    // student's failure, so it is not shown (the verdict says what the compiler said).
+    let quiet = !rustc_args.is_empty();
     let built = cargo::build(
         cmd,
-        options.progress.shows_cargo(),
-        options.progress.cargo_progress_bar(),
+        options.progress.shows_cargo() && !quiet,
+        options.progress.cargo_progress_bar().filter(|_| !quiet),
     )?;
     let binary = built
         .executables
