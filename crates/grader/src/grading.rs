@@ -244,7 +244,8 @@ impl<'a> Grading<'a> {
                 let log = match what {
                     Observed::Built => judge::built_log(),
                     Observed::Refusal { control, mistake } => {
-                        let (status, why) = refusal_verdict(&slot, exercise, spec, control, mistake);
+                        let (status, why) =
+                            refusal_verdict(&slot, exercise, spec, control, mistake);
                         if status != Status::Passed {
                             return Err(GradeError::Reference(format!(
                                 "{} {}: the reference solution fails here, so every student would: {why}",
@@ -402,8 +403,7 @@ impl<'a> Grading<'a> {
                 }
                 Observed::Built => (Status::Passed, String::new(), 0),
                 Observed::Refusal { control, mistake } => {
-                    let (status, message) =
-                        refusal_verdict(slot, exercise, spec, control, mistake);
+                    let (status, message) = refusal_verdict(slot, exercise, spec, control, mistake);
                     (status, message, 0)
                 }
                 Observed::Ran(run, limit) => {

@@ -188,7 +188,9 @@ impl Messages {
     /// A submitted file names the switch that turns the programs' mistakes on.
     pub fn names_the_switch(self, file: &str, switch: &str) -> String {
         if self.zh() {
-            format!("{file} 提到了 `{switch}`，也就是打开评分程序里那些错误的开关：你的文件不能检测它")
+            format!(
+                "{file} 提到了 `{switch}`，也就是打开评分程序里那些错误的开关：你的文件不能检测它"
+            )
         } else {
             format!("{file} names `{switch}`, the switch that turns on the graded programs' mistakes: a file of yours may not test for it")
         }

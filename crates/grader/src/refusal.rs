@@ -65,7 +65,9 @@ pub fn refused_as_expected(rendered: &str, expected: &str, program: &str) -> boo
 }
 
 /// The first of `files` (name, contents) that names the switch of the mistakes.
-pub fn names_the_switch<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<&'a str> {
+pub fn names_the_switch<'a>(
+    files: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Option<&'a str> {
     files
         .into_iter()
         .find(|(_, text)| text.contains(MISTAKE_CFG))
@@ -93,10 +95,7 @@ pub fn verdict(
         );
     }
     match mistake {
-        None => (
-            Status::Failed,
-            messages.mistake_compiles(program, expected),
-        ),
+        None => (Status::Failed, messages.mistake_compiles(program, expected)),
         Some(errors) if refused_as_expected(errors, expected, program) => {
             (Status::Passed, String::new())
         }
@@ -133,7 +132,8 @@ mod tests {
     #[test]
     fn a_refusal_passes_only_for_its_mistake_with_a_control_that_builds() {
         let m = Messages::default();
-        let syntax = "error: expected one of `;` or `}`, found `let`\n --> tests/programs/mix.rs:4:5";
+        let syntax =
+            "error: expected one of `;` or `}`, found `let`\n --> tests/programs/mix.rs:4:5";
         let pass = verdict(m, "mix", "lifetime may not", None, None, Some(LIFETIME));
         assert_eq!(pass, (Status::Passed, String::new()));
         // It compiles with its mistake: the API accepts it.
@@ -145,8 +145,14 @@ mod tests {
         assert_eq!(status, Status::Failed);
         assert!(message.contains("not for the expected reason"), "{message}");
         // The right version does not build either: a broken crate, not a refusal.
-        let (status, message) =
-            verdict(m, "mix", "lifetime may not", None, Some(syntax), Some(LIFETIME));
+        let (status, message) = verdict(
+            m,
+            "mix",
+            "lifetime may not",
+            None,
+            Some(syntax),
+            Some(LIFETIME),
+        );
         assert_eq!(status, Status::Failed);
         assert!(message.contains("even without its mistake"), "{message}");
         // A file that tests for the switch.

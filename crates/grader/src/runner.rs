@@ -483,7 +483,9 @@ fn refusal(
         })
         .collect();
     let switched = crate::refusal::names_the_switch(
-        sources.iter().map(|(file, text)| (file.as_str(), text.as_str())),
+        sources
+            .iter()
+            .map(|(file, text)| (file.as_str(), text.as_str())),
     );
     let errors = |build: Build| match build {
         Build::Built(_) => None,

@@ -395,7 +395,12 @@ fn challenge_independent(
     let mut same = Vec::new();
     let mut under_drawn_names = Vec::new();
     for exercise in &grading.selected {
-        for spec in exercise.spec.tests.iter().filter(|t| !t.judged_by_the_compiler()) {
+        for spec in exercise
+            .spec
+            .tests
+            .iter()
+            .filter(|t| !t.judged_by_the_compiler())
+        {
             let (Some(a), Some(b)) = (
                 one.log(&exercise.id, &spec.name),
                 other.log(&exercise.id, &spec.name),

@@ -904,7 +904,11 @@ fn repo_with_a_refusal() -> tempfile::TempDir {
     let repo = fake_repo(&target());
     let root = repo.path();
     for (tree, code, halve) in [
-        ("exercises", STUB, "\npub fn halve(n: i64) -> i64 {\n    n / 2\n}\n"),
+        (
+            "exercises",
+            STUB,
+            "\npub fn halve(n: i64) -> i64 {\n    n / 2\n}\n",
+        ),
         ("solutions", SOLUTION, HALVE_U32),
     ] {
         let ex = root.join(tree).join("01-basics/1-demo");
@@ -921,7 +925,7 @@ fn repo_with_a_refusal() -> tempfile::TempDir {
         &ex.join("exercise.toml"),
         &format!("{TOML}\n[[test]]\nname = \"refuses_a_negative\"\npoints = 2\nprogram = \"negative_half\"\ncompile_fail = \"E0600\"\n"),
     );
-    let out = grade(root, &target(), &["--update-checksums"]);
+    let out = grade(root, &["--update-checksums"]);
     assert!(out.status.success(), "{}", text(&out));
     repo
 }
@@ -985,7 +989,10 @@ fn a_program_must_be_refused_for_its_mistake() {
     let (out, t) = refusal(&["01-1"]);
     assert_eq!(t["status"], "failed", "{}", text(&out));
     assert!(
-        t["message"].as_str().unwrap().contains("names `grade_mistake`"),
+        t["message"]
+            .as_str()
+            .unwrap()
+            .contains("names `grade_mistake`"),
         "{t}"
     );
 

@@ -104,11 +104,7 @@ fn steps_with_a_gradient_moved_here() {
     })
     .unwrap_or_else(|e| panic!("a step on {first} with a gradient from {second}: {e}"));
     s.observe("the weights after the step, and their device", &stepped);
-    let want: Vec<f32> = weights
-        .iter()
-        .zip(&grad)
-        .map(|(w, g)| w - lr * g)
-        .collect();
+    let want: Vec<f32> = weights.iter().zip(&grad).map(|(w, g)| w - lr * g).collect();
     assert_eq!(
         stepped.1,
         first.to_string(),

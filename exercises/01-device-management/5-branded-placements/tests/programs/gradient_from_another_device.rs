@@ -17,17 +17,21 @@ use under_test::{sgd_step, with_devices};
 use workbook::{Placement, Result};
 
 fn main() -> Result<()> {
-    with_devices(Placement::sim(1), Placement::sim(2), |d1, d2| -> Result<()> {
-        let weights = d1.tensor("weights", &[0.5, -1.0, 2.0])?;
-        // What the replica on the second device computed.
-        let grad = d2.tensor("grad", &[0.25, 0.5, -0.5])?;
-        // The mistake: the gradient is still on the other device.
-        #[cfg(grade_mistake)]
-        let weights = sgd_step(&weights, &grad, 0.1)?;
-        // The fix: move it to the weights' device first.
-        #[cfg(not(grade_mistake))]
-        let weights = sgd_step(&weights, &grad.to(&d1)?, 0.1)?;
-        println!("{:?} on {}", weights.values()?, weights.placement());
-        Ok(())
-    })
+    with_devices(
+        Placement::sim(1),
+        Placement::sim(2),
+        |d1, d2| -> Result<()> {
+            let weights = d1.tensor("weights", &[0.5, -1.0, 2.0])?;
+            // What the replica on the second device computed.
+            let grad = d2.tensor("grad", &[0.25, 0.5, -0.5])?;
+            // The mistake: the gradient is still on the other device.
+            #[cfg(grade_mistake)]
+            let weights = sgd_step(&weights, &grad, 0.1)?;
+            // The fix: move it to the weights' device first.
+            #[cfg(not(grade_mistake))]
+            let weights = sgd_step(&weights, &grad.to(&d1)?, 0.1)?;
+            println!("{:?} on {}", weights.values()?, weights.placement());
+            Ok(())
+        },
+    )
 }

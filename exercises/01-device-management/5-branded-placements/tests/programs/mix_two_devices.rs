@@ -17,16 +17,20 @@ use under_test::with_devices;
 use workbook::{Placement, Result};
 
 fn main() -> Result<()> {
-    with_devices(Placement::sim(1), Placement::sim(2), |d1, d2| -> Result<()> {
-        let a = d1.tensor("a", &[1.0, 2.0])?;
-        let b = d2.tensor("b", &[3.0, 4.0])?;
-        // The mistake: `b` is on the other device.
-        #[cfg(grade_mistake)]
-        let sum = a.add(&b)?;
-        // The fix: move it here first.
-        #[cfg(not(grade_mistake))]
-        let sum = a.add(&b.to(&d1)?)?;
-        println!("{:?} on {}", sum.values()?, sum.placement());
-        Ok(())
-    })
+    with_devices(
+        Placement::sim(1),
+        Placement::sim(2),
+        |d1, d2| -> Result<()> {
+            let a = d1.tensor("a", &[1.0, 2.0])?;
+            let b = d2.tensor("b", &[3.0, 4.0])?;
+            // The mistake: `b` is on the other device.
+            #[cfg(grade_mistake)]
+            let sum = a.add(&b)?;
+            // The fix: move it here first.
+            #[cfg(not(grade_mistake))]
+            let sum = a.add(&b.to(&d1)?)?;
+            println!("{:?} on {}", sum.values()?, sum.placement());
+            Ok(())
+        },
+    )
 }
