@@ -90,6 +90,15 @@ pub struct TestSpec {
     /// With `program`: the test is that it compiles (the compiler's verdict, confined).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub build_only: bool,
+    /// With `program`: the test is that the program does *not* compile, refused with an error
+    /// whose first line contains this text (an error code, `E0277`, or words of rustc's
+    /// message, `lifetime may not live long enough`), pointing into the program. The program
+    /// holds a known mistake under `#[cfg(grade_mistake)]` beside the right line under
+    /// `#[cfg(not(grade_mistake))]`: compiled as it is it must build (so the refusal is the
+    /// mistake's, not a broken crate's), and with `--cfg grade_mistake` it must be refused.
+    /// Both verdicts are the compiler's, read by the grader from its JSON diagnostics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_fail: Option<String>,
     /// A teacher-only test: its code is in `tests/hidden.rs` (not `tests/grade.rs`), it is left
     /// out of the handout (`--make-handout`), graded only by the judge, and its name and
     /// messages are kept out of students' feedback until released (`--release-hidden`).
@@ -101,6 +110,14 @@ pub struct TestSpec {
     /// code may make them too in a student's own run, but never records them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub source: Vec<scenario::source::SourceCheck>,
+}
+
+impl TestSpec {
+    /// The compiler's verdict is the test (`build_only`, `compile_fail`): no process of the
+    /// student's runs, so nothing of theirs is observed or compared.
+    pub fn judged_by_the_compiler(&self) -> bool {
+        self.build_only || self.compile_fail.is_some()
+    }
 }
 
 /// One exercise of the catalogue.

@@ -119,6 +119,12 @@ enum Observed {
     NotBuilt(String),
     /// The program was built, which is the test.
     Built,
+    /// A `compile_fail` test's two builds ([`crate::refusal`]): the errors of the program as it
+    /// is (the control) and of the program with its mistake (`None`: it built).
+    Refusal {
+        control: Option<String>,
+        mistake: Option<String>,
+    },
     /// It ran (and ran into this limit of the sandbox's, if any).
     Ran(Finished, Option<LimitHit>),
 }
@@ -237,6 +243,17 @@ impl<'a> Grading<'a> {
             for (spec, (path, what)) in exercise.spec.tests.iter().zip(observed) {
                 let log = match what {
                     Observed::Built => judge::built_log(),
+                    Observed::Refusal { control, mistake } => {
+                        let (status, why) =
+                            refusal_verdict(&slot, exercise, spec, control, mistake);
+                        if status != Status::Passed {
+                            return Err(GradeError::Reference(format!(
+                                "{} {}: the reference solution fails here, so every student would: {why}",
+                                exercise.id, spec.name
+                            )));
+                        }
+                        judge::refused_log()
+                    }
                     Observed::NotBuilt(errors) => {
                         return Err(GradeError::Reference(format!(
                             "{} {}: the reference solution does not compile here: {}",
@@ -385,6 +402,10 @@ impl<'a> Grading<'a> {
                     outcome
                 }
                 Observed::Built => (Status::Passed, String::new(), 0),
+                Observed::Refusal { control, mistake } => {
+                    let (status, message) = refusal_verdict(slot, exercise, spec, control, mistake);
+                    (status, message, 0)
+                }
                 Observed::Ran(run, limit) => {
                     let reference =
                         self.expected.log(&exercise.id, &spec.name).ok_or_else(|| {
@@ -656,12 +677,37 @@ impl<'a> Grading<'a> {
                     )?),
                 },
                 Some(name) => {
+                    let unit = units.programs.get(name).ok_or_else(|| {
+                        GradeError::Handout(format!("{}: no program {name}", exercise.id))
+                    })?;
                     if !programs.contains_key(name) {
-                        let unit = units.programs.get(name).ok_or_else(|| {
-                            GradeError::Handout(format!("{}: no program {name}", exercise.id))
-                        })?;
                         let built = self.compile(slot, unit, lib_crate.as_deref(), reference)?;
                         programs.insert(name.clone(), built);
+                    }
+                    let failed = |built: &Compiled| match built {
+                        Compiled::Built(_) => None,
+                        Compiled::Failed(errors) => Some(errors.clone()),
+                    };
+                    if spec.compile_fail.is_some() {
+                        // The control is the program as recorded; the mistake, the same compiler
+                        // run with its switch on (and only when the control built: a broken
+                        // crate's refusal says nothing).
+                        let control = failed(&programs[name]);
+                        let mistake = match control {
+                            Some(_) => None,
+                            None => {
+                                let mut switched = unit.clone();
+                                switched.args.extend(crate::refusal::mistake_args());
+                                failed(&self.compile(
+                                    slot,
+                                    &switched,
+                                    lib_crate.as_deref(),
+                                    reference,
+                                )?)
+                            }
+                        };
+                        observed.push((path_of(spec), Observed::Refusal { control, mistake }));
+                        continue;
                     }
                     match (&programs[name], spec.build_only) {
                         (Compiled::Failed(errors), _) => Observed::NotBuilt(errors.clone()),
@@ -693,6 +739,38 @@ fn exports_macros(tree: &Path, exercise: &Exercise) -> Option<String> {
             .contains("macro_export")
             .then(|| rel.clone())
     })
+}
+
+/// The verdict on a `compile_fail` test from its two builds, with the judge's own reading of the
+/// submitted files (none may name the mistakes' switch). English, as every judged message.
+fn refusal_verdict(
+    slot: &Slot,
+    exercise: &Exercise,
+    spec: &crate::catalog::TestSpec,
+    control: Option<String>,
+    mistake: Option<String>,
+) -> (Status, String) {
+    let sources: Vec<(&str, String)> = exercise
+        .spec
+        .edit
+        .iter()
+        .map(|file| {
+            (
+                file.as_str(),
+                submitted(slot, exercise, file).unwrap_or_default(),
+            )
+        })
+        .collect();
+    let switched =
+        crate::refusal::names_the_switch(sources.iter().map(|(f, text)| (*f, text.as_str())));
+    crate::refusal::verdict(
+        crate::messages::Messages::default(),
+        spec.program.as_deref().unwrap_or_default(),
+        spec.compile_fail.as_deref().unwrap_or_default(),
+        switched,
+        control.as_deref(),
+        mistake.as_deref(),
+    )
 }
 
 /// What a student is told of a hidden test that did not pass: its status, never its output.

@@ -151,7 +151,8 @@ pub fn prepare(
     if !with_programs.is_empty() {
         // A stub's program may well not compile (that a student's does is what 03-2's
         // `build_only` test grades): every program is tried, and what is recorded is how it
-        // compiles, which `-vv` prints before the compiler runs.
+        // compiles, which `-vv` prints before the compiler runs. A `compile_fail` program is
+        // recorded without its mistake; the judge adds the switch (`crate::refusal`).
         runs.push((vec!["build", "--examples", "--keep-going"], with_programs));
     }
     for (args, packages) in runs {

@@ -6,7 +6,8 @@
 //! tolerance, and says the scenario ran to its end. The exit status, stdout and stderr of the
 //! student's process decide nothing: they only explain a failure (the student's own assertion
 //! message, escaped) and tell a crash from a time-out. A test that builds a program passes when
-//! the compiler, confined but not the student's code, built it.
+//! the compiler, confined but not the student's code, built it; one that must be refused, when
+//! the compiler refused its mistake as expected ([`crate::refusal`]).
 //!
 //! ```
 //! use grader::judge::verdict;
@@ -135,6 +136,16 @@ pub fn built_log() -> Log {
     let mut log = Log::default();
     log.observations
         .push(("builds".into(), serde_json::Value::Bool(true), None));
+    log.done = true;
+    log
+}
+
+/// The log a `compile_fail` test is judged against: the compiler refused the mistake
+/// ([`crate::refusal`]; the verdict is made from the builds, not from this log).
+pub fn refused_log() -> Log {
+    let mut log = Log::default();
+    log.observations
+        .push(("refused".into(), serde_json::Value::Bool(true), None));
     log.done = true;
     log
 }

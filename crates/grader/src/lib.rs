@@ -16,6 +16,9 @@
 //!   stages, one module each: [`handout`], [`submission`], [`slot`], [`compile`], [`execute`],
 //!   [`judge`], [`report`].
 //!
+//! A test may also be the compiler's verdict alone: a program that must build (`build_only`), or
+//! one that must be refused for a known mistake ([`refusal`], `compile_fail`).
+//!
 //! Either way the results become a table, a JSON report and a JUnit XML report.
 //!
 //! ```
@@ -47,6 +50,7 @@ pub mod messages;
 pub mod own_changes;
 pub mod progress;
 pub mod python;
+pub mod refusal;
 pub mod report;
 pub mod roster;
 pub mod runner;

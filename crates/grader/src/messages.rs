@@ -157,6 +157,45 @@ impl Messages {
         }
     }
 
+    /// A `compile_fail` test's program does not build even with its right line: the crate is
+    /// broken elsewhere, which is not the refusal the test wants.
+    pub fn control_does_not_compile(self, name: &str, first_error: &str) -> String {
+        if self.zh() {
+            format!("程序 {name} 即使不带它的错误（用 #[cfg(not(grade_mistake))] 下那行正确的代码）也无法用你的代码编译，所以这不是测试要的拒绝：{first_error}")
+        } else {
+            format!("the program {name} does not compile with your code even without its mistake (with the right line, under #[cfg(not(grade_mistake))]), so this is not the refusal the test wants: {first_error}")
+        }
+    }
+
+    /// A `compile_fail` test's program compiles with its mistake: the API accepts it.
+    pub fn mistake_compiles(self, name: &str, expected: &str) -> String {
+        if self.zh() {
+            format!("程序 {name} 带着它的错误（#[cfg(grade_mistake)] 下的那行）也能编译，但你的代码必须让编译器拒绝它：应当出现一个包含 `{expected}` 的编译错误")
+        } else {
+            format!("the program {name} compiles with its mistake (the line under #[cfg(grade_mistake)]), but your code must make the compiler refuse it: expected a compile error containing `{expected}`")
+        }
+    }
+
+    /// A `compile_fail` test's program is refused, but not with the expected error.
+    pub fn refused_otherwise(self, name: &str, expected: &str, first_error: &str) -> String {
+        if self.zh() {
+            format!("程序 {name} 被拒绝了，但原因不对：应当在这个程序里出现一个包含 `{expected}` 的错误；编译器说的是：{first_error}")
+        } else {
+            format!("the program {name} is refused, but not for the expected reason: expected an error in the program containing `{expected}`; the compiler said: {first_error}")
+        }
+    }
+
+    /// A submitted file names the switch that turns the programs' mistakes on.
+    pub fn names_the_switch(self, file: &str, switch: &str) -> String {
+        if self.zh() {
+            format!(
+                "{file} 提到了 `{switch}`，也就是打开评分程序里那些错误的开关：你的文件不能检测它"
+            )
+        } else {
+            format!("{file} names `{switch}`, the switch that turns on the graded programs' mistakes: a file of yours may not test for it")
+        }
+    }
+
     /// A test's program that exited with an error status.
     pub fn program_failed(self, name: &str, code: i32, tail: &str) -> String {
         if self.zh() {

@@ -9,7 +9,8 @@
 //! `<binary> grade::<name> --exact` under the exercise's time limit, as a process group that is
 //! killed whole at the limit ([`crate::sandbox::Confinement::Unconfined`]). A test that builds a
 //! program (`program` in `exercise.toml`) builds that example of the crate with Cargo, and runs
-//! it unless building is the test.
+//! it unless building is the test; a `compile_fail` test builds it twice, with and without its
+//! mistake ([`crate::refusal`]).
 //!
 //! ```
 //! use grader::runner::failure_message;
@@ -232,6 +233,8 @@ pub fn grade(root: &Path, exercise: &Exercise, options: &RunOptions) -> Result<E
                 let full = format!("grade::{}", spec.name);
                 let (status, message, duration_ms) = if spec.hidden {
                     (Status::NotRun, options.messages.hidden_test(), 0)
+                } else if spec.compile_fail.is_some() {
+                    refusal(root, exercise, &env, spec, options)?
                 } else if spec.program.is_some() {
                     run_program(root, &env, spec, limit, options)?
                 } else if listed.contains(&full) {
@@ -276,20 +279,39 @@ enum Build {
 /// The test binary of `package`'s library (or, with `example`, that example), or every compiler
 /// error. Cargo's own progress is shown as it happens.
 fn build(root: &Path, package: &str, example: Option<&str>, options: &RunOptions) -> Result<Build> {
+    build_with(root, package, example, &[], options)
+}
+
+/// [`build`], with `rustc_args` for the example's own compiler run (`cargo rustc`), such as the
+/// switch of a `compile_fail` program's mistake.
+fn build_with(
+    root: &Path,
+    package: &str,
+    example: Option<&str>,
+    rustc_args: &[String],
+    options: &RunOptions,
+) -> Result<Build> {
     let mut cmd = cargo::command();
     cmd.current_dir(root);
     match example {
         None => cmd.args(["test", "--lib", "--no-run"]),
+        Some(name) if !rustc_args.is_empty() => cmd.args(["rustc", "--example", name]),
         Some(name) => cmd.args(["build", "--example", name]),
     };
     cmd.args(["--message-format=json", "--package", package]);
     if let Some(f) = &options.features {
         cmd.args(["--features", f]);
     }
+    if !rustc_args.is_empty() {
+        cmd.arg("--").args(rustc_args);
+    }
+    // A mistake's build is meant to fail: cargo's "could not compile" would read as the
+    // student's failure, so it is not shown (the verdict says what the compiler said).
+    let quiet = !rustc_args.is_empty();
     let built = cargo::build(
         cmd,
-        options.progress.shows_cargo(),
-        options.progress.cargo_progress_bar(),
+        options.progress.shows_cargo() && !quiet,
+        options.progress.cargo_progress_bar().filter(|_| !quiet),
     )?;
     let binary = built
         .executables
@@ -437,6 +459,59 @@ fn run_program(
             ms,
         ),
     })
+}
+
+/// A `compile_fail` test ([`crate::refusal`]): the program built as it is, and with its
+/// mistake switched on; the verdict is the compiler's, read from cargo's JSON diagnostics.
+fn refusal(
+    root: &Path,
+    exercise: &Exercise,
+    env: &TestEnv,
+    spec: &TestSpec,
+    options: &RunOptions,
+) -> Result<(Status, String, u64)> {
+    let started = Instant::now();
+    let name = spec.program.as_deref().unwrap_or_default();
+    let expected = spec.compile_fail.as_deref().unwrap_or_default();
+    let sources: Vec<(String, String)> = exercise
+        .spec
+        .edit
+        .iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(env.crate_dir.join(file)).unwrap_or_default();
+            (file.clone(), text)
+        })
+        .collect();
+    let switched = crate::refusal::names_the_switch(
+        sources
+            .iter()
+            .map(|(file, text)| (file.as_str(), text.as_str())),
+    );
+    let errors = |build: Build| match build {
+        Build::Built(_) => None,
+        Build::Failed(errors) => Some(errors),
+    };
+    let control = errors(build(root, env.package, Some(name), options)?);
+    let mistake = match control {
+        // The mistake's build says nothing more when the right version does not build.
+        Some(_) => None,
+        None => errors(build_with(
+            root,
+            env.package,
+            Some(name),
+            &crate::refusal::mistake_args(),
+            options,
+        )?),
+    };
+    let (status, message) = crate::refusal::verdict(
+        options.messages,
+        name,
+        expected,
+        switched,
+        control.as_deref(),
+        mistake.as_deref(),
+    );
+    Ok((status, message, started.elapsed().as_millis() as u64))
 }
 
 /// What a finished test process's exit status and output mean.

@@ -357,7 +357,8 @@ pub struct WrongReport {
     /// Graded values (`01-1 name: key`) whose reference observations are the same under the two
     /// challenges of [`CHECK_CHALLENGES`]: they could be written down in advance, and a student's
     /// code in the test's process can write them into the judge's log. Tests judged by the
-    /// compiler (`build_only`) are not listed, nor checks of the source (`[[test.source]]`),
+    /// compiler (`build_only`, `compile_fail`: the judge reads the compiler's verdict, outside
+    /// any process of the student's) are not listed, nor checks of the source (`[[test.source]]`),
     /// which the judge makes itself. A test listed here is a failure of `--wrong`: its whole log
     /// could be written in advance.
     pub challenge_independent: Vec<String>,
@@ -398,7 +399,12 @@ fn challenge_independent(
     let mut same = Vec::new();
     let mut under_drawn_names = Vec::new();
     for exercise in &grading.selected {
-        for spec in exercise.spec.tests.iter().filter(|t| !t.build_only) {
+        for spec in exercise
+            .spec
+            .tests
+            .iter()
+            .filter(|t| !t.judged_by_the_compiler())
+        {
             let (Some(a), Some(b)) = (
                 one.log(&exercise.id, &spec.name),
                 other.log(&exercise.id, &spec.name),

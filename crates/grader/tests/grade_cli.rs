@@ -878,3 +878,168 @@ fn known_wrong_solutions_must_fail_the_tests_they_name() {
         text(&out)
     );
 }
+
+/// A program that makes a known mistake against the student's API, for a `compile_fail` test.
+const NEGATIVE_HALF: &str = r#"#![allow(unexpected_cfgs)]
+#[allow(dead_code)]
+mod under_test {
+    include!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/demo.rs"));
+}
+
+fn main() {
+    #[cfg(grade_mistake)]
+    let half = under_test::halve(-4);
+    #[cfg(not(grade_mistake))]
+    let half = under_test::halve(4);
+    println!("{half}");
+}
+"#;
+
+/// `halve` as the reference solution has it: of a `u32`, so `halve(-4)` is refused (E0600).
+const HALVE_U32: &str = "\npub fn halve(n: u32) -> u32 {\n    n / 2\n}\n";
+
+/// The fake repository with a `compile_fail` test, `refuses_a_negative`: the stub's `halve`
+/// takes an `i64` (the mistake compiles), the solution's a `u32`.
+fn repo_with_a_refusal() -> tempfile::TempDir {
+    let repo = fake_repo(&target());
+    let root = repo.path();
+    for (tree, code, halve) in [
+        (
+            "exercises",
+            STUB,
+            "\npub fn halve(n: i64) -> i64 {\n    n / 2\n}\n",
+        ),
+        ("solutions", SOLUTION, HALVE_U32),
+    ] {
+        let ex = root.join(tree).join("01-basics/1-demo");
+        write(&ex.join("src/demo.rs"), &format!("{code}{halve}"));
+        let manifest = std::fs::read_to_string(ex.join("Cargo.toml")).unwrap();
+        write(
+            &ex.join("Cargo.toml"),
+            &format!("{manifest}\n[[example]]\nname = \"negative_half\"\npath = \"../../../exercises/01-basics/1-demo/tests/programs/negative_half.rs\"\n"),
+        );
+    }
+    let ex = root.join("exercises/01-basics/1-demo");
+    write(&ex.join("tests/programs/negative_half.rs"), NEGATIVE_HALF);
+    write(
+        &ex.join("exercise.toml"),
+        &format!("{TOML}\n[[test]]\nname = \"refuses_a_negative\"\npoints = 2\nprogram = \"negative_half\"\ncompile_fail = \"E0600\"\n"),
+    );
+    let out = grade(root, &["--update-checksums"]);
+    assert!(out.status.success(), "{}", text(&out));
+    repo
+}
+
+/// `compile_fail`: the program's mistake must be refused with the expected error, in the
+/// program, while the program without its mistake builds; a program that compiles, a crate
+/// broken for another reason, another error, or a file that tests for the mistake's switch
+/// fails. In a student's own run and in the judge's (`--wrong`, in the sandbox).
+#[test]
+fn a_program_must_be_refused_for_its_mistake() {
+    let _one = serial();
+    let repo = repo_with_a_refusal();
+    let root = repo.path();
+    let refusal = |args: &[&str]| {
+        let out = grade(root, args);
+        let r = report(root.join("target/grade/report.json"));
+        let t = test_named(&r, "refuses_a_negative").clone();
+        (out, t)
+    };
+    // The stub's API accepts the mistake.
+    let (out, t) = refusal(&["01-1"]);
+    assert_eq!(t["status"], "failed", "{}", text(&out));
+    let message = t["message"].as_str().unwrap();
+    assert!(
+        message.contains("compiles with its mistake") && message.contains("E0600"),
+        "{message}"
+    );
+    let out = grade(root, &["--expect", "fail"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = grade(root, &["--solutions", "--expect", "pass"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    let file = root.join("exercises/01-basics/1-demo/src/demo.rs");
+    // Refused, and the right version builds: passes (in Chinese too, nothing to explain).
+    write(&file, &format!("{SOLUTION}{HALVE_U32}"));
+    let (out, t) = refusal(&["01-1", "--lang", "zh-CN"]);
+    assert_eq!(t["status"], "passed", "{}", text(&out));
+    // Broken elsewhere: the mistake is refused (E0600 among the errors), but so is the fix.
+    write(
+        &file,
+        &format!("{SOLUTION}\npub fn halve(n: u32, by: u32) -> u32 {{\n    n / by\n}}\n"),
+    );
+    let (out, t) = refusal(&["01-1"]);
+    assert_eq!(t["status"], "failed", "{}", text(&out));
+    let message = t["message"].as_str().unwrap();
+    assert!(
+        message.contains("even without its mistake") && message.contains("E0061"),
+        "{message}"
+    );
+    let (_, t) = refusal(&["01-1", "--lang", "zh-CN"]);
+    assert!(
+        t["message"].as_str().unwrap().contains("即使不带它的错误"),
+        "{t}"
+    );
+    // A file that switches its API with the mistake: the program is refused exactly as
+    // expected, but the file names the switch.
+    let switching = format!(
+        "{SOLUTION}\n#[cfg(grade_mistake)]\npub fn halve(n: u32) -> u32 {{\n    n / 2\n}}\n#[cfg(not(grade_mistake))]\npub fn halve(n: i64) -> i64 {{\n    n / 2\n}}\n"
+    );
+    write(&file, &switching);
+    let (out, t) = refusal(&["01-1"]);
+    assert_eq!(t["status"], "failed", "{}", text(&out));
+    assert!(
+        t["message"]
+            .as_str()
+            .unwrap()
+            .contains("names `grade_mistake`"),
+        "{t}"
+    );
+
+    // The judge: the same verdicts from the sandboxed compiler; never observed values.
+    if sandbox_or_skip("a_program_must_be_refused_for_its_mistake") {
+        let wrong = root.join("solutions/01-basics/1-demo/wrong");
+        write(
+            &wrong.join("accepts-negatives/wrong.toml"),
+            "why = \"halves an i64\"\nmust_fail = [\"refuses_a_negative\"]\n",
+        );
+        write(
+            &wrong.join("accepts-negatives/src/demo.rs"),
+            &format!("{SOLUTION}\npub fn halve(n: i64) -> i64 {{\n    n / 2\n}}\n"),
+        );
+        write(
+            &wrong.join("switches/wrong.toml"),
+            "why = \"tests for the mistake's switch\"\nmust_fail = [\"refuses_a_negative\"]\n",
+        );
+        write(&wrong.join("switches/src/demo.rs"), &switching);
+        let out = grade(root, &["--wrong"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let r = report(target().join("grade/wrong.json"));
+        let rows = r["rows"].as_array().unwrap();
+        assert_eq!(rows[0]["points"], 6, "{r}");
+        for row in &rows[1..] {
+            assert_eq!(row["caught"], true, "{r}");
+            assert_eq!(row["must_fail"][0]["status"], "failed", "{r}");
+        }
+        // A verdict of the compiler is no value a student's process could forge.
+        assert_eq!(r["challenge_independent"], serde_json::json!([]), "{r}");
+        assert_eq!(r["constant_keys"], serde_json::json!([]), "{r}");
+        std::fs::remove_dir_all(&wrong).unwrap();
+    }
+
+    // Refused for another reason than the one expected: fails; a reference refused so fails
+    // every student, so the judge stops.
+    write(&file, &format!("{SOLUTION}{HALVE_U32}"));
+    let toml = root.join("exercises/01-basics/1-demo/exercise.toml");
+    let text_of_toml = std::fs::read_to_string(&toml).unwrap();
+    write(&toml, &text_of_toml.replace("\"E0600\"", "\"E0277\""));
+    let out = grade(root, &["--update-checksums"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let (out, t) = refusal(&["01-1"]);
+    assert_eq!(t["status"], "failed", "{}", text(&out));
+    let message = t["message"].as_str().unwrap();
+    assert!(
+        message.contains("not for the expected reason") && message.contains("E0600"),
+        "{message}"
+    );
+}

@@ -419,18 +419,43 @@ fn exercise_toml_scores_exactly_the_graded_tests() {
             }
             let text = std::fs::read_to_string(&source).unwrap();
             assert!(
-                test.build_only || text.contains("scenario::start()"),
+                test.judged_by_the_compiler() || text.contains("scenario::start()"),
                 "{} {}: a program that runs is a scenario: it must call scenario::start()",
                 ex.id,
                 test.name
             );
+            if test.compile_fail.is_some() {
+                // Its mistake and its fix, each behind the switch (grader::refusal); and a
+                // program of its own, since the mistake's build replaces the program's binary.
+                let switch = grader::refusal::MISTAKE_CFG;
+                assert!(
+                    text.contains(&format!("#[cfg({switch})]"))
+                        && text.contains(&format!("#[cfg(not({switch}))]")),
+                    "{} {}: a compile_fail program holds its mistake under #[cfg({switch})] and the fix under #[cfg(not({switch}))]",
+                    ex.id,
+                    test.name
+                );
+                assert!(
+                    !test.build_only
+                        && ex
+                            .spec
+                            .tests
+                            .iter()
+                            .filter(|t| t.program.as_deref() == Some(program))
+                            .count()
+                            == 1,
+                    "{} {}: a compile_fail test's program is its own (no other test builds it, and it is not build_only)",
+                    ex.id,
+                    test.name
+                );
+            }
         }
         assert!(
             !ex.spec
                 .tests
                 .iter()
-                .any(|t| t.build_only && t.program.is_none()),
-            "{}: build_only needs a program",
+                .any(|t| t.judged_by_the_compiler() && t.program.is_none()),
+            "{}: build_only and compile_fail need a program",
             ex.id
         );
     }

@@ -1,0 +1,1 @@
+../../../../exercises/01-device-management/5-branded-placements/src/lib.rs
