@@ -44,11 +44,28 @@ def figures(nb):
     return count
 
 
+def expects_error(cell):
+    """A cell tagged `raises-exception` shows a compiler error on purpose (nbclient goes on past
+    it): the program the type system refuses, in chapter 1."""
+    return "raises-exception" in cell.get("metadata", {}).get("tags", [])
+
+
+def missing_expected_errors(nb):
+    """Cell numbers of the cells tagged `raises-exception` that ran without an error: a program
+    the lesson says is refused was accepted."""
+    return [k for k, cell in enumerate(nb.cells, 1)
+            if cell.cell_type == "code" and expects_error(cell)
+            and not any(o.get("output_type") == "error" for o in cell.get("outputs", []))]
+
+
 def error_outputs(nb):
     """(cell number, text) of every error output or printed panic, in case one did not stop
-    execution (evcxr reports a caught panic as a successful cell)."""
+    execution (evcxr reports a caught panic as a successful cell); cells tagged
+    `raises-exception` are expected to have one."""
     found = []
     for k, cell in enumerate(nb.cells, 1):
+        if expects_error(cell):
+            continue
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 found.append((k, "\n".join(out.get("traceback", [])) or out.get("evalue", "")))
@@ -191,6 +208,11 @@ def run(path, timeout, log_dir, timed=False):
     if errors:
         k, text = errors[0]
         print(f"\nFAILED: {path} cell {k} has an error output:\n{text}", file=sys.stderr)
+        return None
+    accepted = missing_expected_errors(nb)
+    if accepted:
+        print(f"\nFAILED: {path} cell {accepted[0]} is tagged raises-exception (a program the "
+              "compiler must refuse) but ran without an error", file=sys.stderr)
         return None
     n = figures(nb)
     if n == 0:
