@@ -294,7 +294,11 @@ pub enum PermutationError {
     },
     /// Entry `position` is `id`, which is not below the length `len`.
     #[error("entry {position} of the permutation is {id}, but a permutation of {len} nodes holds the ids 0..{len}, each once")]
-    OutOfRange { position: usize, id: u64, len: usize },
+    OutOfRange {
+        position: usize,
+        id: u64,
+        len: usize,
+    },
     /// The id `id` appears at `first` and again at `second` (so some other id is missing).
     #[error("node {id} appears twice in the permutation (entries {first} and {second}), so another node is missing: a permutation holds each id 0..{len} exactly once")]
     Repeated {

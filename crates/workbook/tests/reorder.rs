@@ -27,13 +27,19 @@ fn assert_maps_back(graph: &Graph, reordered: &Graph, perm: &Permutation) {
     let n = graph.num_nodes();
     assert_eq!(perm.len(), n);
     // The permutation and its inverse compose to the identity, both ways round.
-    assert_eq!(perm.then(&perm.inverse()).unwrap(), Permutation::identity(n));
+    assert_eq!(
+        perm.then(&perm.inverse()).unwrap(),
+        Permutation::identity(n)
+    );
     assert_eq!(perm.inverse().then(perm).unwrap(), Permutation::identity(n));
     for old in [0, n as u32 / 2, n as u32 - 1] {
         assert_eq!(perm.old_id(perm.new_id(old).unwrap()).unwrap(), old);
     }
     let ids: Vec<u32> = (0..n as u32).collect();
-    assert_eq!(perm.to_old_ids(&perm.to_new_ids(&ids).unwrap()).unwrap(), ids);
+    assert_eq!(
+        perm.to_old_ids(&perm.to_new_ids(&ids).unwrap()).unwrap(),
+        ids
+    );
     // Not the identity: the test would pass vacuously otherwise.
     assert_ne!(perm.new_of_old(), &ids[..], "{}", graph.name);
 
@@ -105,7 +111,12 @@ fn edge_weights_follow_their_edges() {
     let (reordered, perm) = reorder_graph(&graph, Order::Rabbit).unwrap();
     let rei = reordered.edge_index();
     let w = reordered.edge_weight().unwrap().to_vec1::<f32>().unwrap();
-    for (k, (&s, &t)) in rei.sources_host().iter().zip(rei.targets_host()).enumerate() {
+    for (k, (&s, &t)) in rei
+        .sources_host()
+        .iter()
+        .zip(rei.targets_host())
+        .enumerate()
+    {
         let (s, t) = (perm.old_of_new()[s as usize], perm.old_of_new()[t as usize]);
         assert_eq!(w[k], (s * 1000 + t) as f32, "edge {k}");
     }
@@ -175,7 +186,10 @@ fn rcm_and_rabbit_recover_the_locality_a_shuffle_hides() {
     let shuffled = edge_locality(graph.edge_index());
     let (rcm, _) = reorder_graph(&graph, Order::ReverseCuthillMcKee).unwrap();
     let (rabbit, _) = reorder_graph(&graph, Order::Rabbit).unwrap();
-    let (rcm, rabbit) = (edge_locality(rcm.edge_index()), edge_locality(rabbit.edge_index()));
+    let (rcm, rabbit) = (
+        edge_locality(rcm.edge_index()),
+        edge_locality(rabbit.edge_index()),
+    );
     // A band of about two BFS levels (~ sqrt(n) wide) against a third of the graph.
     assert!(
         rcm.mean_gap * 20.0 < shuffled.mean_gap,

@@ -234,3 +234,52 @@ impl Grid<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ring search finds what comparing every pair finds, on a grid coarse and fine.
+    #[test]
+    fn the_grid_search_finds_the_true_nearest_neighbours() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for (n, side) in [(400usize, 10usize), (400, 3), (50, 1)] {
+            let raw: Vec<[f64; 2]> = (0..n).map(|_| [rng.random(), rng.random()]).collect();
+            let cell_of = |p: &[f64; 2]| {
+                let cx = ((p[0] * side as f64) as usize).min(side - 1);
+                let cy = ((p[1] * side as f64) as usize).min(side - 1);
+                cy * side + cx
+            };
+            let mut points = raw.clone();
+            points.sort_by_key(cell_of);
+            let mut starts = vec![0usize; side * side + 1];
+            for p in &points {
+                starts[cell_of(p) + 1] += 1;
+            }
+            for i in 0..side * side {
+                starts[i + 1] += starts[i];
+            }
+            let grid = Grid {
+                side,
+                starts: &starts,
+                points: &points,
+            };
+            let k = 7;
+            for i in 0..n {
+                let mut found = vec![0u32; k];
+                grid.nearest(i, &mut found);
+                let p = points[i];
+                let mut all: Vec<(f64, u32)> = (0..n)
+                    .filter(|&j| j != i)
+                    .map(|j| {
+                        let q = points[j];
+                        ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2), j as u32)
+                    })
+                    .collect();
+                all.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                let truth: Vec<u32> = all[..k].iter().map(|&(_, j)| j).collect();
+                assert_eq!(found, truth, "point {i} of {n}, {side}x{side} cells");
+            }
+        }
+    }
+}

@@ -208,12 +208,10 @@ impl Permutation {
     }
 
     fn lookup(&self, map: &[u32], id: u32) -> Result<u32> {
-        Ok(*map
-            .get(id as usize)
-            .ok_or(PermutationError::NoSuchNode {
-                id: u64::from(id),
-                len: self.len(),
-            })?)
+        Ok(*map.get(id as usize).ok_or(PermutationError::NoSuchNode {
+            id: u64::from(id),
+            len: self.len(),
+        })?)
     }
 
     fn check_len(&self, what: &str, found: usize) -> Result<()> {
