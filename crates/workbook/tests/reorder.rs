@@ -129,7 +129,7 @@ fn predictions_on_the_reordered_graph_map_back_to_the_unpermuted_run() {
     let graph = cora();
     let (f, c) = (graph.num_features(), graph.num_classes());
     for config in [ModelConfig::gcn(f, 16, c), ModelConfig::gatv2(f, 8, 8, c)] {
-        let (model, _) = Model::init(config, 7, &workbook::Placement::cpu()).unwrap();
+        let (model, _) = Model::init(config, 7, workbook::Placement::cpu()).unwrap();
         let before = model.forward_graph(&graph).unwrap().logits;
         for order in Order::ALL {
             let (reordered, perm) = reorder_graph(&graph, order).unwrap();
@@ -153,7 +153,7 @@ fn weighted_gcn_predictions_map_back() {
         .with_edge_weight(Tensor::from_vec(w, e, &Device::Cpu).unwrap())
         .unwrap();
     let config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
-    let (model, _) = Model::init(config, 3, &workbook::Placement::cpu()).unwrap();
+    let (model, _) = Model::init(config, 3, workbook::Placement::cpu()).unwrap();
     let before = model.forward_graph(&graph).unwrap().logits;
     let (reordered, perm) = reorder_graph(&graph, Order::ReverseCuthillMcKee).unwrap();
     let after = model.forward_graph(&reordered).unwrap().logits;

@@ -107,11 +107,9 @@ pub fn order(graph: &Adjacency) -> Vec<u32> {
     // children in the order they joined.
     let mut numbered: Vec<u32> = Vec::with_capacity(n);
     let mut stack: Vec<u32> = Vec::new();
-    for root in 0..n {
-        if parent[root] as usize != root {
-            continue;
-        }
-        stack.push(root as u32);
+    let roots: Vec<u32> = (0..n as u32).filter(|&v| parent[v as usize] == v).collect();
+    for root in roots {
+        stack.push(root);
         while let Some(v) = stack.pop() {
             numbered.push(v);
             // Push children last-first so that the first to join is numbered first.
