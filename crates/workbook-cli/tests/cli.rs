@@ -543,7 +543,7 @@ fn bad_inputs_give_clear_errors_not_panics() {
         d,
     ));
     assert!(
-        err.contains("use karate, cora, citeseer or csbm:<nodes>"),
+        err.contains("use karate, cora, citeseer, csbm:<nodes> or knn:<nodes>"),
         "{err}"
     );
 
