@@ -5,7 +5,7 @@
 //! neighbours to the centre), so the graph has exactly `nodes * k` edges and, like a mesh or a
 //! road network, every neighbourhood is small in space. Classes are the regions nearest to
 //! `classes` random centres, features the class's random mean plus Gaussian noise, and the split
-//! Planetoid's sizes, as in [`csbm`](super::csbm), so a GNN trains on it.
+//! Planetoid's sizes, as in [`csbm`](fn@super::csbm), so a GNN trains on it.
 //!
 //! The ids are a seeded random permutation of the points (`shuffle`, the default), so the
 //! numbering hides the locality: the mean `|i - j|` over edges is about `n / 3`, as on a random
