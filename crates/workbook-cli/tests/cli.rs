@@ -543,7 +543,7 @@ fn bad_inputs_give_clear_errors_not_panics() {
         d,
     ));
     assert!(
-        err.contains("use karate, cora, citeseer or csbm:<nodes>"),
+        err.contains("use karate, cora, citeseer, csbm:<nodes> or knn:<nodes>"),
         "{err}"
     );
 
@@ -1221,4 +1221,63 @@ fn bench_redraws_the_scaling_figure_from_earlier_runs_without_measuring() {
         dir.path(),
     ));
     assert!(err.contains("--figure-runs"), "{err}");
+}
+
+/// `data --reorder` writes the renumbered graph, `bench --reorder` times it, and a node order
+/// the library does not have is refused with the ones it has.
+#[test]
+fn data_and_bench_take_a_node_order() {
+    use workbook::reorder::edge_locality;
+    let dir = tempfile::tempdir().unwrap();
+    let (plain, ordered) = (dir.path().join("a.st"), dir.path().join("b.st"));
+    for (out, extra) in [(&plain, None), (&ordered, Some("rcm"))] {
+        let mut args = vec![
+            "data",
+            "--dataset",
+            "knn:3000",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(extra.iter().flat_map(|o| ["--reorder", *o]));
+        ok(&workbook(&args, dir.path()));
+    }
+    let load = |p: &Path| workbook::Graph::load(p, &Device::Cpu).unwrap();
+    let (a, b) = (load(&plain), load(&ordered));
+    assert_eq!(
+        (a.num_nodes(), a.num_edges()),
+        (b.num_nodes(), b.num_edges())
+    );
+    let gap = |g: &workbook::Graph| edge_locality(g.edge_index()).mean_gap;
+    assert!(gap(&b) * 10.0 < gap(&a), "{} vs {}", gap(&b), gap(&a));
+
+    let run = ok(&workbook(
+        &[
+            "bench",
+            "--model",
+            "gcn",
+            "--dataset",
+            "knn:500",
+            "--reorder",
+            "rabbit",
+            "--epochs",
+            "1",
+            "--warmup",
+            "0",
+        ],
+        dir.path(),
+    ));
+    assert!(run.contains("\"dataset\":\"knn:500@rabbit\""), "{run}");
+    let err = failure(&workbook(
+        &[
+            "data",
+            "--dataset",
+            "cora",
+            "--reorder",
+            "metis",
+            "--out",
+            "x.st",
+        ],
+        dir.path(),
+    ));
+    assert!(err.contains("rcm") && err.contains("rabbit"), "{err}");
 }

@@ -110,8 +110,13 @@ pub enum WorkbookError {
     #[error("{path}: {message}")]
     File { path: PathBuf, message: String },
 
+    /// A node order that is not a permutation, or that does not fit what it is applied to
+    /// ([`crate::reorder`]).
+    #[error(transparent)]
+    Permutation(#[from] PermutationError),
+
     /// A dataset name or spec was not understood.
-    #[error("unknown dataset '{0}': use karate, cora, citeseer or csbm:<nodes> (e.g. csbm:10000)")]
+    #[error("unknown dataset '{0}': use karate, cora, citeseer, csbm:<nodes> or knn:<nodes> (e.g. csbm:10000), optionally followed by @rcm or @rabbit for a node order (knn:100000@rcm)")]
     UnknownDataset(String),
 
     /// Reading a Planetoid dataset failed.
@@ -273,6 +278,38 @@ pub enum WorkbookError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// What is wrong with a node permutation ([`crate::reorder::Permutation`]): each variant names
+/// the values, and its message says how to fix the call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PermutationError {
+    /// A permutation of `expected` ids was applied to `what`, which has `found` rows or ids.
+    #[error("the permutation is over {expected} nodes but {what} has {found}: a node order maps the nodes of the graph it was made for; apply it to that graph's tensors (rows in node order) only")]
+    WrongLength {
+        /// What the permutation met (`x`, `the tensor's rows`, `the other permutation`).
+        what: String,
+        expected: usize,
+        found: usize,
+    },
+    /// Entry `position` is `id`, which is not below the length `len`.
+    #[error("entry {position} of the permutation is {id}, but a permutation of {len} nodes holds the ids 0..{len}, each once")]
+    OutOfRange {
+        position: usize,
+        id: u64,
+        len: usize,
+    },
+    /// The id `id` appears at `first` and again at `second` (so some other id is missing).
+    #[error("node {id} appears twice in the permutation (entries {first} and {second}), so another node is missing: a permutation holds each id 0..{len} exactly once")]
+    Repeated {
+        id: u32,
+        first: usize,
+        second: usize,
+        len: usize,
+    },
+    /// A node id given to be mapped is not below the permutation's length.
+    #[error("node id {id} is not a node of the permuted graph ({len} nodes, ids 0..{len})")]
+    NoSuchNode { id: u64, len: usize },
 }
 
 /// Shorthand for results of this crate.

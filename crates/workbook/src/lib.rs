@@ -45,7 +45,7 @@
 //! base: limits atomic_write input_file ledger
 //! placement: sim_device placement device placed_tensor fixed_device
 //! files: tensor_file torch_file non_finite onnx_graph
-//! graph: edge_index unchecked_graph graph graph_file datasets loader
+//! graph: edge_index unchecked_graph graph graph_file reorder datasets loader
 //! ops: ops
 //! layers: module layers
 //! model: model
@@ -65,7 +65,8 @@
 //!   ([`torch_file`]), NaN checks ([`non_finite`]), ONNX graph writing ([`onnx_graph`]);
 //! - **graph**: the validated [`edge_index`] and its CSR, a graph as PyG's `Data` holds it,
 //!   nothing checked ([`unchecked_graph`], made a [`Graph`] by [`Graph::validate`]), [`graph`]s and their files
-//!   ([`graph_file`]), [`datasets`], the neighbour [`loader`];
+//!   ([`graph_file`]), node orders that keep neighbours close and the permutation back
+//!   ([`reorder`]), [`datasets`], the neighbour [`loader`];
 //! - **ops**: kernels and ops candle lacks, dropout among them, and the gather and scatter that
 //!   trust their indices as PyG's do ([`ops`], [`ops::raw_index`]);
 //! - **layers**: the [`module`] bookkeeping and the [`layers`] (one a file, each owning its
@@ -129,6 +130,7 @@ pub mod parallel;
 pub mod placed_tensor;
 pub mod placement;
 pub mod predict;
+pub mod reorder;
 pub mod sim_device;
 pub mod tensor_file;
 pub mod torch_file;

@@ -54,6 +54,8 @@ mod pyg_parity;
 mod pyg_sage;
 #[path = "readme_custom_layer.rs"]
 mod readme_custom_layer;
+#[path = "reorder.rs"]
+mod reorder;
 #[path = "torch_import.rs"]
 mod torch_import;
 #[path = "training.rs"]

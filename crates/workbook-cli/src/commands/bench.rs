@@ -28,9 +28,14 @@ pub struct Args {
     /// this graph (default csbm:1000000); see `commands/roofline.rs`. Uses --epochs repeats.
     #[arg(long, num_args = 0..=1, default_missing_value = "csbm:1000000", value_name = "DATASET")]
     roofline: Option<String>,
-    /// karate, cora, citeseer or csbm:<nodes> (ignored with --graph or --sweep).
+    /// karate, cora, citeseer, csbm:<nodes> or knn:<nodes>, optionally with @rcm or @rabbit
+    /// (ignored with --graph or --sweep).
     #[arg(long, default_value = "cora")]
     pub(crate) dataset: String,
+    /// Renumber the graph in this node order before timing: rcm or rabbit (not with --roofline:
+    /// give it a dataset with @rcm, e.g. --roofline knn:1000000@rcm).
+    #[arg(long, value_parser = super::reorder_arg::parse, value_name = "ORDER", conflicts_with = "roofline")]
+    reorder: Option<workbook::reorder::Order>,
     /// A graph file (as written by `workbook data --out`) to time instead of --dataset.
     #[arg(long)]
     pub(crate) graph: Option<PathBuf>,
@@ -186,6 +191,7 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
                 .with_context(|| format!("reading graph file {}", path.display()))?,
             _ => crate::inputs::load_dataset(name, args.data_dir.as_deref(), &chosen.placement)?,
         };
+        let graph = super::reorder_arg::apply(graph, args.reorder)?;
         for &kind in &args.model {
             let (config, recipe) = kind.recipe(&graph);
             let recipe = workbook::train::TrainConfig {

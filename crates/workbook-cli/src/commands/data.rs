@@ -6,9 +6,14 @@ use workbook::device::Chosen;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// karate, cora, citeseer or csbm:<nodes>.
+    /// karate, cora, citeseer, csbm:<nodes> (random edges) or knn:<nodes> (each node's 10
+    /// nearest points in the unit square, ids shuffled: local edges under a random numbering).
     #[arg(long)]
     dataset: String,
+    /// Renumber the nodes first: rcm (reverse Cuthill-McKee) or rabbit (Rabbit order,
+    /// communities together), so that neighbours get nearby ids (`workbook::reorder`).
+    #[arg(long, value_parser = super::reorder_arg::parse, value_name = "ORDER")]
+    reorder: Option<workbook::reorder::Order>,
     /// Output file (safetensors: x, edge_index, y, train_mask, val_mask, test_mask).
     #[arg(long)]
     out: PathBuf,
@@ -28,6 +33,7 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
     )?;
     let graph =
         crate::inputs::load_dataset(&args.dataset, args.data_dir.as_deref(), &chosen.placement)?;
+    let graph = super::reorder_arg::apply(graph, args.reorder)?;
     graph
         .save(&args.out)
         .with_context(|| format!("writing {}", args.out.display()))?;

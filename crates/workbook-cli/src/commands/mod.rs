@@ -14,6 +14,7 @@ pub mod inspect;
 pub mod minibatch_args;
 pub mod predict;
 pub mod prefetch_figure;
+pub mod reorder_arg;
 pub mod roofline;
 pub mod serve_demo;
 pub mod train;

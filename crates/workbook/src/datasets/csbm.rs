@@ -143,8 +143,26 @@ pub fn csbm(config: &CsbmConfig, device: impl Into<Placement>) -> Result<Graph> 
         }
     }
 
+    let (train, val, test) = planetoid_split(&labels, c, &mut rng);
+
+    let edge_index = EdgeIndex::new(&src, &dst, n, &Device::Cpu)?;
+    let x = Tensor::from_vec(x, (n, f), &Device::Cpu)?;
+    let split = Split::from_masks(&train, &val, &test, &Device::Cpu)?;
+    Graph::new(format!("csbm:{n}"), x, edge_index)?
+        .with_labels(&labels, split)?
+        .to_device(device)
+}
+
+/// Planetoid's split sizes on a synthetic graph: 20 training nodes per class (fewer on small
+/// graphs), then 500 validation and 1000 test nodes, drawn with `rng`. Masks of length `n`.
+pub(crate) fn planetoid_split(
+    labels: &[i64],
+    classes: usize,
+    rng: &mut ChaCha8Rng,
+) -> (Vec<bool>, Vec<bool>, Vec<bool>) {
+    let (n, c) = (labels.len(), classes);
     let mut order: Vec<usize> = (0..n).collect();
-    order.shuffle(&mut rng);
+    order.shuffle(rng);
     let per_class = 20.min(n / (3 * c)).max(1);
     let mut train = vec![false; n];
     let mut taken = vec![0usize; c];
@@ -165,12 +183,7 @@ pub fn csbm(config: &CsbmConfig, device: impl Into<Placement>) -> Result<Graph> 
         .iter()
         .for_each(|&i| test[i] = true);
 
-    let edge_index = EdgeIndex::new(&src, &dst, n, &Device::Cpu)?;
-    let x = Tensor::from_vec(x, (n, f), &Device::Cpu)?;
-    let split = Split::from_masks(&train, &val, &test, &Device::Cpu)?;
-    Graph::new(format!("csbm:{n}"), x, edge_index)?
-        .with_labels(&labels, split)?
-        .to_device(device)
+    (train, val, test)
 }
 
 #[cfg(test)]
