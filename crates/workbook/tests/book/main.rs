@@ -983,12 +983,20 @@ fn ch05_node_order() {
     let renumbered = model.forward_graph(&ordered).unwrap().logits;
     let back = perm.to_old_rows(&renumbered).unwrap(); // row i: old node i
     let largest = |t: Tensor| t.abs().unwrap().max_all().unwrap();
-    let diff = largest((&back - &plain).unwrap()).to_scalar::<f32>().unwrap();
+    let diff = largest((&back - &plain).unwrap())
+        .to_scalar::<f32>()
+        .unwrap();
     let unmapped = largest((&renumbered - &plain).unwrap())
         .to_scalar::<f32>()
         .unwrap();
-    say(&mut text, format!("mapped back:     largest difference {diff:.1e}"));
-    say(&mut text, format!("not mapped back: largest difference {unmapped:.2}"));
+    say(
+        &mut text,
+        format!("mapped back:     largest difference {diff:.1e}"),
+    );
+    say(
+        &mut text,
+        format!("not mapped back: largest difference {unmapped:.2}"),
+    );
     // ANCHOR_END: ch05_node_order_same
     generated("ch05_node_order_same.txt", &text);
     assert!(diff < 1e-5, "{diff}");
