@@ -24,8 +24,9 @@ use workbook::ledger::Ledger;
 use workbook::train::{TrainConfig, Trainer};
 use workbook::{datasets, Model, ModelConfig, Placement};
 use workbook_lessons::figures::{
-    draw_data_parallel, draw_graph, draw_line_chart, draw_rank_times, draw_training_curves,
-    measure_data_parallel, spring_layout, Curve, GraphDrawing, LineChart, RankRun, Series,
+    draw_data_parallel, draw_graph, draw_line_chart, draw_rank_times, draw_roofline,
+    draw_training_curves, measure_data_parallel, roofline_kernels, spring_layout, Curve,
+    GraphDrawing, LineChart, RankRun, Series,
 };
 use workbook_lessons::threads::serving;
 
@@ -41,7 +42,7 @@ pub struct Args {
     #[arg(long, default_value_t = 400)]
     requests: usize,
     /// Draw only these figures (training, ledger, serving, karate, prefetch, data-parallel,
-    /// ranks); default: all.
+    /// ranks, roofline); default: all.
     #[arg(long, value_delimiter = ',')]
     only: Vec<Figure>,
     /// The recorded `mpirun -n N workbook train --distributed` runs the ranks figure is drawn
@@ -50,6 +51,11 @@ pub struct Args {
     /// otherwise, unless --only names it).
     #[arg(long)]
     rank_runs: Option<PathBuf>,
+    /// The recorded `workbook bench --roofline` runs the roofline figure is drawn from: their
+    /// JSON lines; `#` lines are comments. Default: book/figure-data/roofline/runs.jsonl, when it
+    /// exists (skipped otherwise, unless --only names it).
+    #[arg(long)]
+    roofline_runs: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -61,6 +67,7 @@ pub enum Figure {
     Prefetch,
     DataParallel,
     Ranks,
+    Roofline,
 }
 
 pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
@@ -113,6 +120,52 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
             ),
         }
     }
+    if wanted(Figure::Roofline) {
+        match (&args.roofline_runs, Path::new(RECORDED_ROOFLINE_RUNS)) {
+            (Some(path), _) => roofline(&args, path)?,
+            (None, path) if path.is_file() || args.only.contains(&Figure::Roofline) => {
+                roofline(&args, path)?
+            }
+            (None, path) => eprintln!(
+                "skipped the roofline figure: no recorded bench --roofline runs at {} (give --roofline-runs FILE)",
+                path.display()
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// Where the book keeps the `bench --roofline` runs its node-order figure is drawn from.
+const RECORDED_ROOFLINE_RUNS: &str = "book/figure-data/roofline/runs.jsonl";
+
+/// Chapter 5.4's figure: `csr_spmm` at GCN's width (1 × 16) on each recorded graph.
+fn roofline(args: &Args, path: &Path) -> Result<()> {
+    let cap = workbook::input_file::Cap {
+        bytes: 1 << 20,
+        why: "a file of recorded bench --roofline runs (a few JSON lines per run)".into(),
+    };
+    let text = workbook::input_file::read_to_string(path, &cap).with_context(|| {
+        format!(
+            "reading the recorded runs (--roofline-runs {})",
+            path.display()
+        )
+    })?;
+    let kernels =
+        roofline_kernels(&text, 1, 16).with_context(|| format!("reading {}", path.display()))?;
+    if kernels.is_empty() {
+        bail!(
+            "{} holds no csr_spmm line of width 1 x 16: record runs with `workbook bench --roofline --dataset NAME >> {}`",
+            path.display(),
+            path.display()
+        );
+    }
+    let out = args.out.join("roofline.svg");
+    draw_roofline(
+        &out,
+        "csr_spmm at GCN's width (16 channels): measured, and memory's two limits",
+        &kernels,
+    )?;
+    eprintln!("wrote {}", out.display());
     Ok(())
 }
 

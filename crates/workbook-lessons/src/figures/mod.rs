@@ -5,6 +5,7 @@ pub mod graph_drawing;
 pub mod line_chart;
 pub mod prefetch_timeline;
 pub mod rank_times;
+pub mod roofline;
 pub mod scaling;
 pub mod training_curves;
 
@@ -13,5 +14,6 @@ pub use graph_drawing::{draw_graph, spring_layout, GraphDrawing};
 pub use line_chart::{draw_line_chart, LineChart, Series};
 pub use prefetch_timeline::{draw_prefetch_timeline, MIN_BAR_PX};
 pub use rank_times::{draw_rank_times, RankRun};
+pub use roofline::{draw_roofline, roofline_kernels, RooflineKernel};
 pub use scaling::{draw_scaling, ScalingPoint};
 pub use training_curves::{draw_training_curves, training_curves_svg, Curve};

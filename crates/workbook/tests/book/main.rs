@@ -945,6 +945,64 @@ fn ch05_evaluation_moves_data_too() {
     generated("ch05_eval.txt", &text);
 }
 
+#[test]
+fn ch05_node_order() {
+    use workbook::reorder::{edge_locality, reorder_graph, Order};
+    let mut text = String::new();
+    // ANCHOR: ch05_node_order
+    // 20,000 points, each joined to its 10 nearest neighbours; ids shuffled
+    let graph = datasets::load("knn:20000", None, Placement::cpu()).unwrap();
+    let (ordered, perm) =
+        reorder_graph(&graph, Order::ReverseCuthillMcKee).unwrap();
+    for (name, g) in [("shuffled ids", &graph), ("after RCM", &ordered)] {
+        let gaps = edge_locality(g.edge_index());
+        say(
+            &mut text,
+            format!(
+                "{name:>12}: mean |source - target| {:>7.1}, largest {:>5}",
+                gaps.mean_gap, gaps.max_gap
+            ),
+        );
+    }
+    let old = 0;
+    say(
+        &mut text,
+        format!("old node {old} is new node {}", perm.new_of_old()[old]),
+    );
+    // ANCHOR_END: ch05_node_order
+    generated("ch05_node_order.txt", &text);
+    let before = edge_locality(graph.edge_index()).mean_gap;
+    let after = edge_locality(ordered.edge_index()).mean_gap;
+    assert!(after * 20.0 < before, "{before} -> {after}");
+
+    let mut text = String::new();
+    // ANCHOR: ch05_node_order_same
+    let config = ModelConfig::gcn(graph.num_features(), 16, graph.num_classes());
+    let (model, _) = Model::init(config, 0, Placement::cpu()).unwrap();
+    let plain = model.forward_graph(&graph).unwrap().logits;
+    let renumbered = model.forward_graph(&ordered).unwrap().logits;
+    let back = perm.to_old_rows(&renumbered).unwrap(); // row i: old node i
+    let largest = |t: Tensor| t.abs().unwrap().max_all().unwrap();
+    let diff = largest((&back - &plain).unwrap())
+        .to_scalar::<f32>()
+        .unwrap();
+    let unmapped = largest((&renumbered - &plain).unwrap())
+        .to_scalar::<f32>()
+        .unwrap();
+    say(
+        &mut text,
+        format!("mapped back:     largest difference {diff:.1e}"),
+    );
+    say(
+        &mut text,
+        format!("not mapped back: largest difference {unmapped:.2}"),
+    );
+    // ANCHOR_END: ch05_node_order_same
+    generated("ch05_node_order_same.txt", &text);
+    assert!(diff < 1e-5, "{diff}");
+    assert!(unmapped > 0.1, "{unmapped}");
+}
+
 /// Two batches of `seeds` training seeds each from Cora, epoch `epoch` (chapter 6).
 fn ch06_two_batches(
     graph: &workbook::Graph,
