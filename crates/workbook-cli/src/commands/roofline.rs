@@ -25,7 +25,10 @@ use std::sync::Arc;
 use std::time::Instant;
 use workbook::candle_core::{DType, Device, Tensor};
 use workbook::device::Chosen;
-use workbook::ops::{csr_softmax, csr_spmm, gat_scores, Csr};
+use workbook::ops::huge_pages::{advise_huge_pages, tensor_huge_page_bytes};
+use workbook::ops::{csr_softmax, csr_spmm, csr_spmm_scheduled, gat_scores, Csr, GatherSchedule};
+
+use super::gather::{self, Pages};
 
 /// Elements per STREAM array (f32): 128 MiB each.
 pub const STREAM_ELEMENTS: usize = 1 << 25;
@@ -116,6 +119,42 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         })
     );
 
+    // The latency-bound limit: the best random-line rate over both page sizes.
+    let mut lines_per_s = 0f64;
+    for pages in [Pages::Small, Pages::Huge] {
+        eprintln!("measuring random gathers on {} pages...", pages.label());
+        let g = gather::measure(
+            pages,
+            gather::TABLE_BYTES,
+            threads,
+            repeats,
+            gather::READS_PER_THREAD,
+        )?;
+        lines_per_s = lines_per_s.max(g.best_lines_per_s);
+        let by_streams: serde_json::Map<String, serde_json::Value> = g
+            .lines_per_s
+            .iter()
+            .map(|&(k, r)| (k.to_string(), json!(r)))
+            .collect();
+        println!(
+            "{}",
+            json!({
+                "impl": "workbook",
+                "roofline": "gather",
+                "pages": pages.label(),
+                "threads": threads,
+                "table_mib": gather::TABLE_BYTES >> 20,
+                "huge_share": g.huge_share,
+                "latency_ns": g.latency_ns,
+                "lines_per_s_by_streams": by_streams,
+                "best_streams": g.best_streams,
+                "best_lines_per_s": g.best_lines_per_s,
+                "best_gb_s": g.best_lines_per_s * 64.0 / 1e9,
+                "note": g.note,
+            })
+        );
+    }
+
     eprintln!("loading {dataset}...");
     let graph = workbook::datasets::load(dataset, None, &chosen.placement)
         .with_context(|| format!("loading dataset '{dataset}'"))?;
@@ -123,6 +162,8 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
     let csr: Arc<Csr> = looped.csr()?.clone();
     let (n, e) = (csr.num_nodes(), csr.num_edges());
     let line = 64usize;
+    // Seconds `rows` random lines per edge take at the gather's best rate (none: no gather).
+    let latency_bound = |rows: usize| (rows > 0).then(|| (rows * e) as f64 / lines_per_s);
     let report = |kernel: &str, h: usize, c: usize, seconds: f64, bytes_min: usize, rows: usize| {
         // `rows` node-row arrays are gathered per edge in the realistic count.
         let row_bytes = (4 * h * c).div_ceil(line) * line;
@@ -146,6 +187,8 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
                 "bound_ms": bytes_min as f64 / bandwidth * 1e3,
                 "fraction": achieved / bandwidth,
                 "fraction_gather": bytes_gather as f64 / seconds / bandwidth,
+                "latency_bound_ms": latency_bound(rows).map(|b| b * 1e3),
+                "fraction_latency": latency_bound(rows).map(|b| b / seconds),
             })
         );
     };
@@ -157,6 +200,14 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
     let w = randn(&[e, h])?;
     let s = time(repeats, || Ok(csr_spmm(&x, &w, &csr)?))?;
     report("csr_spmm", h, c, s, idx + 4 * e * h + 2 * 4 * n * h * c, 1);
+    let ctx = Ctx {
+        csr: &csr,
+        repeats,
+        threads,
+        bandwidth,
+        lines_per_s,
+    };
+    schedules(&ctx, h, c, &x, &w, true)?;
 
     // GATv2: 8 heads × 8 channels.
     let (h, c) = (8, 8);
@@ -187,5 +238,114 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
     let alpha = csr_softmax(&scores, &csr)?.to_dtype(DType::F32)?;
     let s = time(repeats, || Ok(csr_spmm(&x_l, &alpha, &csr)?))?;
     report("csr_spmm", h, c, s, idx + 4 * e * h + 2 * 4 * n * h * c, 1);
+    schedules(&ctx, h, c, &x_l, &alpha, false)?;
+    Ok(())
+}
+
+/// `WORKBOOK_ROOFLINE_PREFETCH` and `WORKBOOK_ROOFLINE_BLOCK`: comma-separated prefetch
+/// distances and rows per block to sweep (a measuring aid; the library's schedule is
+/// `GatherSchedule::default()`).
+fn sweep_values(var: &str) -> Result<Vec<usize>> {
+    match std::env::var(var) {
+        Err(_) => Ok(Vec::new()),
+        Ok(v) => v
+            .split(',')
+            .map(|p| {
+                p.trim()
+                    .parse::<usize>()
+                    .with_context(|| format!("{var}={v}: expected numbers separated by commas"))
+            })
+            .collect(),
+    }
+}
+
+/// What the `"spmm_schedule"` lines need of the run.
+struct Ctx<'a> {
+    csr: &'a Arc<Csr>,
+    repeats: usize,
+    threads: usize,
+    bandwidth: f64,
+    lines_per_s: f64,
+}
+
+/// `csr_spmm` at one width under the schedule it had before tuning (prefetch 8, row after row),
+/// under the default, any swept ones (`sweep`: the environment's, see [`sweep_values`]), and
+/// then both first two again on copies of `x` and `w` advised into 2 MiB pages
+/// (`MADV_HUGEPAGE` + `MADV_COLLAPSE`), one `"spmm_schedule"` line each.
+fn schedules(ctx: &Ctx, h: usize, c: usize, x: &Tensor, w: &Tensor, sweep: bool) -> Result<()> {
+    let before = GatherSchedule::new(8, 1)?;
+    let d = GatherSchedule::default();
+    let mut list = vec![before, d];
+    if sweep {
+        let ahead = sweep_values("WORKBOOK_ROOFLINE_PREFETCH")?;
+        let blocks = sweep_values("WORKBOOK_ROOFLINE_BLOCK")?;
+        let ahead = if ahead.is_empty() {
+            vec![d.prefetch_ahead]
+        } else {
+            ahead
+        };
+        let blocks = if blocks.is_empty() {
+            vec![d.block_rows]
+        } else {
+            blocks
+        };
+        for &a in &ahead {
+            for &b in &blocks {
+                let s = GatherSchedule::new(a, b)?;
+                if !list.contains(&s) {
+                    list.push(s);
+                }
+            }
+        }
+    }
+    let (n, e) = (ctx.csr.num_nodes(), ctx.csr.num_edges());
+    let bytes_min = 4 * (n + 1) + 8 * e + 4 * e * h + 2 * 4 * n * h * c;
+    let run = |sched: GatherSchedule,
+               x: &Tensor,
+               w: &Tensor,
+               huge: Option<&serde_json::Value>|
+     -> Result<()> {
+        let s = time(ctx.repeats, || Ok(csr_spmm_scheduled(x, w, ctx.csr, sched)?))?;
+        println!(
+            "{}",
+            json!({
+                "impl": "workbook",
+                "roofline": "spmm_schedule",
+                "threads": ctx.threads,
+                "heads": h,
+                "channels": c,
+                "prefetch_ahead": sched.prefetch_ahead,
+                "block_rows": sched.block_rows,
+                "default": sched == d,
+                "huge_pages": huge,
+                "ms": s * 1e3,
+                "fraction": bytes_min as f64 / s / ctx.bandwidth,
+                "fraction_latency": e as f64 / ctx.lines_per_s / s,
+            })
+        );
+        Ok(())
+    };
+    for &sched in &list {
+        run(sched, x, w, None)?;
+    }
+    // fresh buffers, so the 4 KiB runs above stay what they were
+    let (xh, wh) = (x.copy()?, w.copy()?);
+    let start = Instant::now();
+    let (ax, aw) = (advise_huge_pages(&xh, true), advise_huge_pages(&wh, true));
+    let advise_ms = start.elapsed().as_secs_f64() * 1e3;
+    let share = |t: &Tensor| {
+        let total = t.elem_count() * t.dtype().size_in_bytes();
+        tensor_huge_page_bytes(t).map(|b| b as f64 / total as f64)
+    };
+    let huge = json!({
+        "advise_ms": advise_ms,
+        "x_huge_share": share(&xh),
+        "w_huge_share": share(&wh),
+        "collapsed": ax.collapsed && aw.collapsed,
+        "note": ax.note.or(aw.note),
+    });
+    for sched in [before, d] {
+        run(sched, &xh, &wh, Some(&huge))?;
+    }
     Ok(())
 }
