@@ -64,7 +64,8 @@ fn host_bytes(t: &Tensor) -> Result<(usize, usize), String> {
 pub fn aligned_interior(start: usize, len: usize) -> Option<(usize, usize)> {
     let a = start.checked_next_multiple_of(HUGE_PAGE)?;
     let b = (start + len) / HUGE_PAGE * HUGE_PAGE;
-    (b > a).then_some((a, b - a))
+    // (`then`, not `then_some`: `b - a` must not be computed when the span holds no page)
+    (b > a).then(|| (a, b - a))
 }
 
 /// Asks for 2 MiB pages under `t`'s host buffer (see the module docs); with `collapse`, also
