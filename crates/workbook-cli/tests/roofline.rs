@@ -94,7 +94,10 @@ fn roofline_reports_bandwidth_and_each_kernels_fraction_of_it() {
 #[test]
 fn roofline_measures_the_gather_limit_and_each_kernels_fraction_of_it() {
     let all = roofline_lines();
-    let names: Vec<&str> = all.iter().map(|l| l["roofline"].as_str().unwrap()).collect();
+    let names: Vec<&str> = all
+        .iter()
+        .map(|l| l["roofline"].as_str().unwrap())
+        .collect();
     // the gather comes right after the bandwidth, once per page size
     assert_eq!(names[..3], ["bandwidth", "gather", "gather"]);
     let gathers = &all[1..3];
@@ -109,11 +112,24 @@ fn roofline_measures_the_gather_limit_and_each_kernels_fraction_of_it() {
         let mut streams: Vec<u64> = by.keys().map(|k| k.parse().unwrap()).collect();
         streams.sort_unstable();
         assert_eq!(streams, [1, 2, 4, 8, 16, 32, 64], "{g}");
-        let top = by.values().map(|v| v.as_f64().unwrap()).fold(0f64, f64::max);
+        let top = by
+            .values()
+            .map(|v| v.as_f64().unwrap())
+            .fold(0f64, f64::max);
         let rate = g["best_lines_per_s"].as_f64().unwrap();
-        assert!(close(rate, top), "the best rate is the largest measured: {g}");
-        assert_eq!(by[&g["best_streams"].to_string()].as_f64(), Some(rate), "{g}");
-        assert!(close(g["best_gb_s"].as_f64().unwrap(), rate * 64.0 / 1e9), "{g}");
+        assert!(
+            close(rate, top),
+            "the best rate is the largest measured: {g}"
+        );
+        assert_eq!(
+            by[&g["best_streams"].to_string()].as_f64(),
+            Some(rate),
+            "{g}"
+        );
+        assert!(
+            close(g["best_gb_s"].as_f64().unwrap(), rate * 64.0 / 1e9),
+            "{g}"
+        );
         // one chain's rate is one line per latency
         assert!(close(by["1"].as_f64().unwrap(), 1e9 / latency), "{g}");
         if let Some(share) = g["huge_share"].as_f64() {
@@ -144,16 +160,25 @@ fn roofline_measures_the_gather_limit_and_each_kernels_fraction_of_it() {
         let ms = l["ms"].as_f64().unwrap();
         let cpu = l["cpu_ms"].as_f64().unwrap();
         assert!(ms > 0.0 && cpu > 0.0, "{l}");
-        assert!(close(l["fraction_latency"].as_f64().unwrap(), bound / ms), "{l}");
-        assert!(close(l["fraction_latency_cpu"].as_f64().unwrap(), bound / cpu), "{l}");
+        assert!(
+            close(l["fraction_latency"].as_f64().unwrap(), bound / ms),
+            "{l}"
+        );
+        assert!(
+            close(l["fraction_latency_cpu"].as_f64().unwrap(), bound / cpu),
+            "{l}"
+        );
     }
     // csr_spmm's schedules at both widths: the default on 4 KiB pages, and on 2 MiB pages
-    let schedules: Vec<&serde_json::Value> =
-        all.iter().filter(|l| l["roofline"] == "spmm_schedule").collect();
+    let schedules: Vec<&serde_json::Value> = all
+        .iter()
+        .filter(|l| l["roofline"] == "spmm_schedule")
+        .collect();
     for heads in [1, 8] {
         let at: Vec<_> = schedules.iter().filter(|l| l["heads"] == heads).collect();
         assert!(
-            at.iter().any(|l| l["default"] == true && l["huge_pages"].is_null()),
+            at.iter()
+                .any(|l| l["default"] == true && l["huge_pages"].is_null()),
             "{at:?}"
         );
         let huge = at

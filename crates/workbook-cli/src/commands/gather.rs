@@ -18,8 +18,8 @@
 //!
 //! One JSON line per page size (`"roofline": "gather"`), printed by `commands/roofline.rs`.
 
-use anyhow::{bail, Result};
 use super::roofline::thread_cpu_seconds;
+use anyhow::{bail, Result};
 use workbook::ops::huge_pages::{advise_range, huge_page_bytes, HUGE_PAGE};
 
 /// Bytes of the table: 16 times the 32 MiB L3 of this project's machine, twice GATv2's node
@@ -194,7 +194,11 @@ pub fn measure(
             // SAFETY: the range lies inside the mapping this function owns; MADV_NOHUGEPAGE
             // changes only which pages back it; a refusal is an error return.
             let rc = unsafe {
-                libc::madvise(map.start as *mut libc::c_void, map.len, libc::MADV_NOHUGEPAGE)
+                libc::madvise(
+                    map.start as *mut libc::c_void,
+                    map.len,
+                    libc::MADV_NOHUGEPAGE,
+                )
             };
             if rc != 0 {
                 note = Some(format!(

@@ -280,7 +280,9 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
     let x_l = randn(&[n, h, c])?;
     let x_r = randn(&[n, h, c])?;
     let att = randn(&[1, h, c])?;
-    let s = time(repeats, threads, || Ok(gat_scores(&x_l, &x_r, &att, &csr, 0.2)?))?;
+    let s = time(repeats, threads, || {
+        Ok(gat_scores(&x_l, &x_r, &att, &csr, 0.2)?)
+    })?;
     // src and dst per edge, both node-row arrays, the scores written
     report(
         "gat_scores",
@@ -375,7 +377,9 @@ fn schedules(ctx: &Ctx, h: usize, c: usize, x: &Tensor, w: &Tensor, sweep: bool)
                w: &Tensor,
                huge: Option<&serde_json::Value>|
      -> Result<()> {
-        let s = time(ctx.repeats, ctx.threads, || Ok(csr_spmm_scheduled(x, w, ctx.csr, sched)?))?;
+        let s = time(ctx.repeats, ctx.threads, || {
+            Ok(csr_spmm_scheduled(x, w, ctx.csr, sched)?)
+        })?;
         println!(
             "{}",
             json!({

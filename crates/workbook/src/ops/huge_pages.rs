@@ -156,10 +156,7 @@ pub fn huge_page_bytes(start: usize, len: usize) -> Option<usize> {
     for line in smaps.lines() {
         let first = line.split_whitespace().next().unwrap_or("");
         if let Some((a, b)) = first.split_once('-') {
-            if let (Ok(a), Ok(b)) = (
-                usize::from_str_radix(a, 16),
-                usize::from_str_radix(b, 16),
-            ) {
+            if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) {
                 inside = a >= start && b <= end;
                 continue;
             }

@@ -89,7 +89,7 @@ pub(crate) const SPMM_PREFETCH_AHEAD: usize = 12;
 
 /// Destination rows whose neighbour lists [`csr_spmm`](super::csr_spmm) walks interleaved, an
 /// edge of each in turn ([`GatherSchedule::block_rows`]). Measured, more rows were slower: 2
-/// rows took 1.2-1.5× the CPU time of 1, 4 rows 1.6-1.9× (the turns' branches cost more than
+/// rows took 1.4-1.6× the CPU time of 1, 4 rows 1.2-2.0× (the turns' branches cost more than
 /// the extra misses in flight gain, which the prefetch already provides).
 pub(crate) const BLOCK_ROWS: usize = 1;
 
