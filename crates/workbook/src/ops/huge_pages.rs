@@ -145,26 +145,28 @@ pub fn advise_range(_start: usize, _len: usize, _collapse: bool) -> HugePageAdvi
     }
 }
 
-/// Bytes of `[start, start + len)` backed by transparent huge pages, from `/proc/self/smaps`
-/// (`AnonHugePages` of the mappings inside the range: [`advise_range`] splits the mapping at the
-/// range's ends, so they cover it exactly); `None` where smaps cannot be read.
+/// Bytes of `[start, start + len)` backed by transparent huge pages, from `/proc/self/smaps`:
+/// the `AnonHugePages` of each mapping overlapping the range, at most the overlap. Exact when
+/// [`advise_range`] split the mapping at the range's ends (it does, unless the mapping was
+/// already advised, e.g. by the allocator); otherwise an upper bound. `None` where smaps
+/// cannot be read.
 pub fn huge_page_bytes(start: usize, len: usize) -> Option<usize> {
     let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
     let end = start + len;
-    let mut inside = false;
+    let mut overlap = 0usize;
     let mut total = 0usize;
     for line in smaps.lines() {
         let first = line.split_whitespace().next().unwrap_or("");
         if let Some((a, b)) = first.split_once('-') {
             if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) {
-                inside = a >= start && b <= end;
+                overlap = b.min(end).saturating_sub(a.max(start));
                 continue;
             }
         }
-        if inside {
+        if overlap > 0 {
             if let Some(kb) = line.strip_prefix("AnonHugePages:") {
                 let kb: usize = kb.trim().trim_end_matches("kB").trim().parse().ok()?;
-                total += kb * 1024;
+                total += (kb * 1024).min(overlap);
             }
         }
     }
