@@ -45,6 +45,7 @@ pub enum Pages {
 }
 
 impl Pages {
+    /// The page size as the JSON lines name it.
     pub fn label(self) -> &'static str {
         match self {
             Pages::Small => "4KiB",
@@ -190,6 +191,7 @@ pub fn measure(
             let advice = advise_range(map.start, map.len, false);
             note = advice.note;
         }
+        #[cfg(target_os = "linux")]
         Pages::Small => {
             // SAFETY: the range lies inside the mapping this function owns; MADV_NOHUGEPAGE
             // changes only which pages back it; a refusal is an error return.
@@ -207,6 +209,9 @@ pub fn measure(
                 ));
             }
         }
+        // elsewhere the system's default pages, which are small
+        #[cfg(not(target_os = "linux"))]
+        Pages::Small => {}
     }
     let order = cycle(lines);
     let table = map.words();

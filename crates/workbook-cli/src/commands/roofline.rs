@@ -121,7 +121,7 @@ fn cpu_clock(clock: libc::clockid_t) -> f64 {
         tv_nsec: 0,
     };
     // SAFETY: `t` is a valid, writable timespec for the call; the clock ids are Linux's CPU
-    // clocks, which exist for every process and thread. A failure leaves `t` at zero.
+    // clocks, which exist for every process and thread. A failure is reported as NaN.
     let rc = unsafe { libc::clock_gettime(clock, &mut t) };
     if rc != 0 {
         return f64::NAN;
