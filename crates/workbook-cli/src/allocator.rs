@@ -115,3 +115,44 @@ unsafe impl GlobalAlloc for HugePageAlloc {
         p
     }
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    /// Whether the mapping holding `addr` carries `MADV_HUGEPAGE` (`hg` in its smaps VmFlags).
+    fn advised(addr: usize) -> bool {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if let Some((a, b)) = first.split_once('-') {
+                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
+                    inside = a <= addr && addr < b;
+                    continue;
+                }
+            }
+            if inside {
+                if let Some(flags) = line.strip_prefix("VmFlags:") {
+                    return flags.split_whitespace().any(|f| f == "hg");
+                }
+            }
+        }
+        panic!("no mapping holds {addr:#x}");
+    }
+
+    #[test]
+    fn large_fresh_buffers_are_advised_and_small_ones_are_not() {
+        // the test binary runs with the binary's global allocator; main() did not run here
+        super::HUGE_PAGES.store(true, super::Ordering::Relaxed);
+        let big = vec![0u8; 64 << 20];
+        let small = vec![0u8; 1 << 20];
+        let interior = (big.as_ptr() as usize).next_multiple_of(2 << 20);
+        assert!(advised(interior), "a 64 MiB buffer was not advised");
+        assert!(
+            !advised(small.as_ptr() as usize),
+            "a 1 MiB buffer was advised"
+        );
+        // the advice changes no value
+        assert!(big.iter().all(|&b| b == 0));
+    }
+}
