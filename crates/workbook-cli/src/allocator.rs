@@ -21,10 +21,10 @@
 //! [`HugePageAlloc`], the binary's global allocator, asks for 2 MiB pages under every fresh
 //! mapping glibc makes for a buffer of [`HUGE_ADVICE_BYTES`] or more, before anything touches
 //! it: a node table of 10⁶ rows gathered at random then costs one TLB entry per 2 MiB instead
-//! of 512. On `csbm:1000000` (docs/performance.md, issue 47) `glibc.malloc.hugetlb=1`, which
-//! does the same for the whole heap, made `csr_spmm` 1.3-2× and `gat_scores` 2× faster (CPU
-//! time), while rebuilding written buffers afterwards (`MADV_COLLAPSE`) cost more than it saved.
-//! `WORKBOOK_HUGE_PAGES=0` turns it off.
+//! of 512. On `csbm:1000000` (docs/performance.md, issue 47; on and off back to back, CPU time)
+//! it made `csr_spmm` 1.2× (GCN's width) to 2.6× (GATv2's) and `gat_scores` 2.1× faster, as
+//! glibc's `glibc.malloc.hugetlb=1` does for the whole heap, while rebuilding written buffers
+//! afterwards (`MADV_COLLAPSE`) cost more than it saved. `WORKBOOK_HUGE_PAGES=0` turns it off.
 
 /// Keeps buffers up to 32 MiB (glibc's largest mmap threshold on 64-bit) in the heap, up to
 /// 512 MiB of freed heap in the process, and one arena for all threads. Other platforms:
