@@ -72,8 +72,12 @@ fn parse_size(s: &str) -> Result<u64, String> {
     workbook::limits::parse_bytes(s).map_err(|e| e.to_string())
 }
 
+#[global_allocator]
+static ALLOCATOR: allocator::HugePageAlloc = allocator::HugePageAlloc;
+
 fn main() -> Result<()> {
     allocator::keep_freed_buffers();
+    allocator::configure_huge_pages();
     let cli = Cli::parse();
     // Process-wide policies, set once before any command runs.
     workbook::limits::set_memory_limit(cli.max_memory);

@@ -1,5 +1,5 @@
-//! `workbook bench --roofline` (memory bandwidth and the aggregation kernels' share of it) and
-//! `--figure-pyg` (PyG's runs drawn into the scaling figure).
+//! `workbook bench --roofline` (memory bandwidth, the random-gather limit, and the aggregation
+//! kernels' share of each) and `--figure-pyg` (PyG's runs drawn into the scaling figure).
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -23,8 +23,13 @@ fn stdout_of(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
-#[test]
-fn roofline_reports_bandwidth_and_each_kernels_fraction_of_it() {
+/// One `--roofline` run (STREAM and two 512 MiB gather tables), shared by the tests below.
+fn roofline_lines() -> &'static [serde_json::Value] {
+    static LINES: std::sync::OnceLock<Vec<serde_json::Value>> = std::sync::OnceLock::new();
+    LINES.get_or_init(run_roofline)
+}
+
+fn run_roofline() -> Vec<serde_json::Value> {
     let dir = tempfile::tempdir().unwrap();
     let args = [
         "bench",
@@ -36,9 +41,23 @@ fn roofline_reports_bandwidth_and_each_kernels_fraction_of_it() {
         "1",
     ];
     let stdout = stdout_of(&workbook(&args, dir.path()));
-    let lines: Vec<serde_json::Value> = stdout
+    stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
+#[test]
+fn roofline_reports_bandwidth_and_each_kernels_fraction_of_it() {
+    let all = roofline_lines();
+    // the gather's lines and the schedules' have their own test
+    let lines: Vec<&serde_json::Value> = all
+        .iter()
+        .filter(|l| l["roofline"] != "gather" && l["roofline"] != "spmm_schedule")
         .collect();
     let names: Vec<&str> = lines
         .iter()
@@ -70,6 +89,111 @@ fn roofline_reports_bandwidth_and_each_kernels_fraction_of_it() {
     }
     // GCN's aggregation (1 × 16) moves less than GATv2's (8 × 8)
     assert!(lines[1]["bytes_min"].as_u64() < lines[4]["bytes_min"].as_u64());
+}
+
+#[test]
+fn roofline_measures_the_gather_limit_and_each_kernels_fraction_of_it() {
+    let all = roofline_lines();
+    let names: Vec<&str> = all
+        .iter()
+        .map(|l| l["roofline"].as_str().unwrap())
+        .collect();
+    // the gather comes right after the bandwidth, once per page size
+    assert_eq!(names[..3], ["bandwidth", "gather", "gather"]);
+    let gathers = &all[1..3];
+    assert_eq!(gathers[0]["pages"], "4KiB");
+    assert_eq!(gathers[1]["pages"], "2MiB");
+    let mut best = 0f64;
+    for g in gathers {
+        assert_eq!(g["table_mib"], 512, "{g}");
+        let latency = g["latency_ns"].as_f64().unwrap();
+        assert!(latency > 0.0 && latency.is_finite(), "{g}");
+        let by = g["lines_per_s_by_streams"].as_object().unwrap();
+        let mut streams: Vec<u64> = by.keys().map(|k| k.parse().unwrap()).collect();
+        streams.sort_unstable();
+        assert_eq!(streams, [1, 2, 4, 8, 16, 32, 64], "{g}");
+        let top = by
+            .values()
+            .map(|v| v.as_f64().unwrap())
+            .fold(0f64, f64::max);
+        let rate = g["best_lines_per_s"].as_f64().unwrap();
+        assert!(
+            close(rate, top),
+            "the best rate is the largest measured: {g}"
+        );
+        assert_eq!(
+            by[&g["best_streams"].to_string()].as_f64(),
+            Some(rate),
+            "{g}"
+        );
+        assert!(
+            close(g["best_gb_s"].as_f64().unwrap(), rate * 64.0 / 1e9),
+            "{g}"
+        );
+        // one chain's rate is one line per latency
+        assert!(close(by["1"].as_f64().unwrap(), 1e9 / latency), "{g}");
+        if let Some(share) = g["huge_share"].as_f64() {
+            assert!((0.0..=1.0).contains(&share), "{g}");
+            if g["pages"] == "4KiB" && g["note"].is_null() {
+                assert_eq!(share, 0.0, "4 KiB pages were asked for: {g}");
+            }
+        }
+        best = best.max(rate);
+    }
+    // each kernel's latency bound: its gathered rows, one line per edge, at the best rate
+    for l in all.iter().filter(|l| {
+        ["csr_spmm", "gat_scores", "csr_softmax"].contains(&l["roofline"].as_str().unwrap())
+    }) {
+        let edges = l["edges"].as_f64().unwrap();
+        let rows = match l["roofline"].as_str().unwrap() {
+            "csr_spmm" => 1.0,
+            "gat_scores" => 2.0,
+            _ => 0.0,
+        };
+        if rows == 0.0 {
+            assert!(l["latency_bound_ms"].is_null(), "no gather, no bound: {l}");
+            assert!(l["fraction_latency"].is_null(), "{l}");
+            continue;
+        }
+        let bound = l["latency_bound_ms"].as_f64().unwrap();
+        assert!(close(bound, rows * edges / best * 1e3), "{l}");
+        let ms = l["ms"].as_f64().unwrap();
+        let cpu = l["cpu_ms"].as_f64().unwrap();
+        assert!(ms > 0.0 && cpu > 0.0, "{l}");
+        assert!(
+            close(l["fraction_latency"].as_f64().unwrap(), bound / ms),
+            "{l}"
+        );
+        assert!(
+            close(l["fraction_latency_cpu"].as_f64().unwrap(), bound / cpu),
+            "{l}"
+        );
+    }
+    // csr_spmm's schedules at both widths: the default on 4 KiB pages, and on 2 MiB pages
+    let schedules: Vec<&serde_json::Value> = all
+        .iter()
+        .filter(|l| l["roofline"] == "spmm_schedule")
+        .collect();
+    for heads in [1, 8] {
+        let at: Vec<_> = schedules.iter().filter(|l| l["heads"] == heads).collect();
+        assert!(
+            at.iter()
+                .any(|l| l["default"] == true && l["huge_pages"].is_null()),
+            "{at:?}"
+        );
+        let huge = at
+            .iter()
+            .find(|l| l["huge_pages"].is_object())
+            .expect("a run on advised buffers");
+        let advice = &huge["huge_pages"];
+        assert!(advice["advise_ms"].as_f64().unwrap() >= 0.0, "{advice}");
+        assert!(advice["collapsed"].is_boolean(), "{advice}");
+        for l in &at {
+            assert!(l["ms"].as_f64().unwrap() > 0.0, "{l}");
+            let f = l["fraction_latency"].as_f64().unwrap();
+            assert!(f > 0.0 && f.is_finite(), "{l}");
+        }
+    }
 }
 
 #[test]

@@ -88,7 +88,8 @@
 //! safetensors, serde (and erased-serde, for layer configs of any type), rand, rayon, tempfile,
 //! thiserror, prost (the ONNX messages), zip (PyTorch's `.pt` files), proc-macro2 (Rust tokens, for the [`fixed_device`]
 //! witness), the `planetoid` reader and `workbook-derive` (the `#[derive(Module)]` that visits
-//! every tensor field of a layer): no HTTP client and no plotting crate.
+//! every tensor field of a layer), and on Linux libc (`madvise`, for 2 MiB pages under large
+//! tensors: [`ops::huge_pages`]): no HTTP client and no plotting crate.
 //!
 //! - Feature `download` (off by default): fetch Planetoid files that are not in the data folder
 //!   (CiteSeer; Cora is embedded) with `ureq`. Without it such a load fails with an error that

@@ -9,6 +9,7 @@ pub mod demo;
 pub mod devices;
 pub mod export;
 pub mod figures;
+pub mod gather;
 pub mod import;
 pub mod inspect;
 pub mod minibatch_args;

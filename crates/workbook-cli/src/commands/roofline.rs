@@ -17,7 +17,30 @@
 //! lines, which is what a gather of random neighbours costs once the node rows no longer fit in
 //! the cache. `fraction` = (`bytes_min` / time) / bandwidth: 1 would be the physical limit.
 //!
-//! One JSON line per measurement (`"roofline": "bandwidth"`, then one per kernel).
+//! A gather of random neighbours is bound by memory *latency* long before bandwidth: each edge
+//! is a cache miss, and what counts is how many the cores keep in flight. So beside the
+//! bandwidth this measures that limit (`commands/gather.rs`): random 64-byte reads from a
+//! 512 MiB table, one to 64 independent chains per thread, on 4 KiB and 2 MiB pages; the best
+//! rate in lines per second is the **latency-bound limit**. Each kernel line adds
+//! `latency_bound_ms` (its gathered rows, one random line per edge, at that rate: one row for
+//! `csr_spmm`, two for `gat_scores`, none for `csr_softmax`) and `fraction_latency`
+//! (bound / time; 1 would be the limit).
+//!
+//! Times: `ms` is the median wall time, `cpu_ms` the median of the process's CPU time divided
+//! by the threads; on a machine shared with other work the wall clock counts the time the
+//! threads waited for a core, so `fraction_latency_cpu` uses `cpu_ms` (the gather's own rates
+//! are CPU time too). On an idle machine the two agree.
+//!
+//! Then `csr_spmm`'s gather schedules (`"roofline": "spmm_schedule"`, both widths): the schedule
+//! it had before tuning (prefetch 8 edges ahead, one row after the other), the library's
+//! default, the ones named by `WORKBOOK_ROOFLINE_PREFETCH` and `WORKBOOK_ROOFLINE_BLOCK`
+//! (comma-separated prefetch distances and destination rows walked together; GCN's width only;
+//! a measuring aid, the library takes no such variable), then on copies of `x` and `w` advised
+//! into 2 MiB pages (`workbook::ops::huge_pages`, with the advice's cost and the share granted),
+//! and the default on 4 KiB pages once more.
+//!
+//! One JSON line per measurement: `"bandwidth"`, two `"gather"` (4 KiB, 2 MiB pages), then the
+//! kernels, each `csr_spmm` followed by its `"spmm_schedule"` lines.
 
 use anyhow::{Context, Result};
 use serde_json::json;
@@ -25,7 +48,10 @@ use std::sync::Arc;
 use std::time::Instant;
 use workbook::candle_core::{DType, Device, Tensor};
 use workbook::device::Chosen;
-use workbook::ops::{csr_softmax, csr_spmm, gat_scores, Csr};
+use workbook::ops::huge_pages::{advise_huge_pages, tensor_huge_page_bytes};
+use workbook::ops::{csr_softmax, csr_spmm, csr_spmm_scheduled, gat_scores, Csr, GatherSchedule};
+
+use super::gather::{self, Pages};
 
 /// Elements per STREAM array (f32): 128 MiB each.
 pub const STREAM_ELEMENTS: usize = 1 << 25;
@@ -69,20 +95,60 @@ pub fn stream_bandwidth(threads: usize, repeats: usize) -> (f64, f64) {
     (2.0 * bytes / copy, 3.0 * bytes / triad)
 }
 
-/// Median seconds of `repeats` runs of `f` after one untimed run.
-fn time(repeats: usize, mut f: impl FnMut() -> Result<Tensor>) -> Result<f64> {
+/// One kernel's time: the median of the repeats on the wall clock, and of the process's CPU
+/// time divided by the threads. On a machine shared with other work the wall clock also counts
+/// the time the threads waited for a core; the CPU time does not (stalls on memory still count,
+/// so on an idle machine the two agree).
+#[derive(Clone, Copy)]
+struct Timing {
+    wall: f64,
+    cpu: f64,
+}
+
+/// Seconds of CPU time this process has used, all threads.
+pub fn process_cpu_seconds() -> f64 {
+    cpu_clock(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// Seconds of CPU time the calling thread has used.
+pub fn thread_cpu_seconds() -> f64 {
+    cpu_clock(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+fn cpu_clock(clock: libc::clockid_t) -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid, writable timespec for the call; the clock ids are Linux's CPU
+    // clocks, which exist for every process and thread. A failure is reported as NaN.
+    let rc = unsafe { libc::clock_gettime(clock, &mut t) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+/// [`Timing`] of `repeats` runs of `f` (on `threads` threads) after one untimed run.
+fn time(repeats: usize, threads: usize, mut f: impl FnMut() -> Result<Tensor>) -> Result<Timing> {
     drop(f()?);
-    let mut samples: Vec<f64> = (0..repeats.max(1))
-        .map(|_| {
-            let start = Instant::now();
-            let out = f()?;
-            let s = start.elapsed().as_secs_f64();
-            drop(out);
-            Ok(s)
-        })
-        .collect::<Result<_>>()?;
-    samples.sort_by(f64::total_cmp);
-    Ok(samples[samples.len() / 2])
+    let mut wall = Vec::new();
+    let mut cpu = Vec::new();
+    for _ in 0..repeats.max(1) {
+        let (start, cpu_start) = (Instant::now(), process_cpu_seconds());
+        let out = f()?;
+        wall.push(start.elapsed().as_secs_f64());
+        cpu.push((process_cpu_seconds() - cpu_start) / threads.max(1) as f64);
+        drop(out);
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    Ok(Timing {
+        wall: median(wall),
+        cpu: median(cpu),
+    })
 }
 
 fn randn(shape: &[usize]) -> Result<Tensor> {
@@ -116,6 +182,42 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         })
     );
 
+    // The latency-bound limit: the best random-line rate over both page sizes.
+    let mut lines_per_s = 0f64;
+    for pages in [Pages::Small, Pages::Huge] {
+        eprintln!("measuring random gathers on {} pages...", pages.label());
+        let g = gather::measure(
+            pages,
+            gather::TABLE_BYTES,
+            threads,
+            repeats,
+            gather::READS_PER_THREAD,
+        )?;
+        lines_per_s = lines_per_s.max(g.best_lines_per_s);
+        let by_streams: serde_json::Map<String, serde_json::Value> = g
+            .lines_per_s
+            .iter()
+            .map(|&(k, r)| (k.to_string(), json!(r)))
+            .collect();
+        println!(
+            "{}",
+            json!({
+                "impl": "workbook",
+                "roofline": "gather",
+                "pages": pages.label(),
+                "threads": threads,
+                "table_mib": gather::TABLE_BYTES >> 20,
+                "huge_share": g.huge_share,
+                "latency_ns": g.latency_ns,
+                "lines_per_s_by_streams": by_streams,
+                "best_streams": g.best_streams,
+                "best_lines_per_s": g.best_lines_per_s,
+                "best_gb_s": g.best_lines_per_s * 64.0 / 1e9,
+                "note": g.note,
+            })
+        );
+    }
+
     eprintln!("loading {dataset}...");
     let graph = workbook::datasets::load(dataset, None, &chosen.placement)
         .with_context(|| format!("loading dataset '{dataset}'"))?;
@@ -123,7 +225,10 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
     let csr: Arc<Csr> = looped.csr()?.clone();
     let (n, e) = (csr.num_nodes(), csr.num_edges());
     let line = 64usize;
-    let report = |kernel: &str, h: usize, c: usize, seconds: f64, bytes_min: usize, rows: usize| {
+    // Seconds `rows` random lines per edge take at the gather's best rate (none: no gather).
+    let latency_bound = |rows: usize| (rows > 0).then(|| (rows * e) as f64 / lines_per_s);
+    let report = |kernel: &str, h: usize, c: usize, t: Timing, bytes_min: usize, rows: usize| {
+        let seconds = t.wall;
         // `rows` node-row arrays are gathered per edge in the realistic count.
         let row_bytes = (4 * h * c).div_ceil(line) * line;
         let bytes_gather = bytes_min - rows * n * h * c * 4 + rows * e * row_bytes;
@@ -140,12 +245,16 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
                 "heads": h,
                 "channels": c,
                 "ms": seconds * 1e3,
+                "cpu_ms": t.cpu * 1e3,
                 "bytes_min": bytes_min,
                 "bytes_gather": bytes_gather,
                 "achieved_gb_s": achieved / 1e9,
                 "bound_ms": bytes_min as f64 / bandwidth * 1e3,
                 "fraction": achieved / bandwidth,
                 "fraction_gather": bytes_gather as f64 / seconds / bandwidth,
+                "latency_bound_ms": latency_bound(rows).map(|b| b * 1e3),
+                "fraction_latency": latency_bound(rows).map(|b| b / seconds),
+                "fraction_latency_cpu": latency_bound(rows).map(|b| b / t.cpu),
             })
         );
     };
@@ -155,15 +264,25 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
     let (h, c) = (1, 16);
     let x = randn(&[n, h, c])?;
     let w = randn(&[e, h])?;
-    let s = time(repeats, || Ok(csr_spmm(&x, &w, &csr)?))?;
+    let s = time(repeats, threads, || Ok(csr_spmm(&x, &w, &csr)?))?;
     report("csr_spmm", h, c, s, idx + 4 * e * h + 2 * 4 * n * h * c, 1);
+    let ctx = Ctx {
+        csr: &csr,
+        repeats,
+        threads,
+        bandwidth,
+        lines_per_s,
+    };
+    schedules(&ctx, h, c, &x, &w, true)?;
 
     // GATv2: 8 heads × 8 channels.
     let (h, c) = (8, 8);
     let x_l = randn(&[n, h, c])?;
     let x_r = randn(&[n, h, c])?;
     let att = randn(&[1, h, c])?;
-    let s = time(repeats, || Ok(gat_scores(&x_l, &x_r, &att, &csr, 0.2)?))?;
+    let s = time(repeats, threads, || {
+        Ok(gat_scores(&x_l, &x_r, &att, &csr, 0.2)?)
+    })?;
     // src and dst per edge, both node-row arrays, the scores written
     report(
         "gat_scores",
@@ -174,7 +293,7 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         2,
     );
     let scores = gat_scores(&x_l, &x_r, &att, &csr, 0.2)?;
-    let s = time(repeats, || Ok(csr_softmax(&scores, &csr)?))?;
+    let s = time(repeats, threads, || Ok(csr_softmax(&scores, &csr)?))?;
     // scores read, attention written, the destination sort's ptr and edge ids
     report(
         "csr_softmax",
@@ -185,7 +304,128 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         0,
     );
     let alpha = csr_softmax(&scores, &csr)?.to_dtype(DType::F32)?;
-    let s = time(repeats, || Ok(csr_spmm(&x_l, &alpha, &csr)?))?;
+    let s = time(repeats, threads, || Ok(csr_spmm(&x_l, &alpha, &csr)?))?;
     report("csr_spmm", h, c, s, idx + 4 * e * h + 2 * 4 * n * h * c, 1);
+    schedules(&ctx, h, c, &x_l, &alpha, false)?;
+    Ok(())
+}
+
+/// `WORKBOOK_ROOFLINE_PREFETCH` and `WORKBOOK_ROOFLINE_BLOCK`: comma-separated prefetch
+/// distances and rows per block to sweep (a measuring aid; the library's schedule is
+/// `GatherSchedule::default()`).
+fn sweep_values(var: &str) -> Result<Vec<usize>> {
+    match std::env::var(var) {
+        Err(_) => Ok(Vec::new()),
+        Ok(v) => v
+            .split(',')
+            .map(|p| {
+                p.trim()
+                    .parse::<usize>()
+                    .with_context(|| format!("{var}={v}: expected numbers separated by commas"))
+            })
+            .collect(),
+    }
+}
+
+/// What the `"spmm_schedule"` lines need of the run.
+struct Ctx<'a> {
+    csr: &'a Arc<Csr>,
+    repeats: usize,
+    threads: usize,
+    bandwidth: f64,
+    lines_per_s: f64,
+}
+
+/// `csr_spmm` at one width under the schedule it had before tuning (prefetch 8, row after row),
+/// under the default, any swept ones (`sweep`: the environment's, see [`sweep_values`]), and
+/// then the first two again on copies of `x` and `w` advised into 2 MiB pages
+/// (`MADV_HUGEPAGE` + `MADV_COLLAPSE`), and the default once more on 4 KiB pages; one
+/// `"spmm_schedule"` line each.
+fn schedules(ctx: &Ctx, h: usize, c: usize, x: &Tensor, w: &Tensor, sweep: bool) -> Result<()> {
+    let before = GatherSchedule::new(8, 1)?;
+    let d = GatherSchedule::default();
+    let mut list = vec![before];
+    if d != before {
+        list.push(d);
+    }
+    if sweep {
+        let ahead = sweep_values("WORKBOOK_ROOFLINE_PREFETCH")?;
+        let blocks = sweep_values("WORKBOOK_ROOFLINE_BLOCK")?;
+        let ahead = if ahead.is_empty() {
+            vec![d.prefetch_ahead]
+        } else {
+            ahead
+        };
+        let blocks = if blocks.is_empty() {
+            vec![d.block_rows]
+        } else {
+            blocks
+        };
+        for &a in &ahead {
+            for &b in &blocks {
+                let s = GatherSchedule::new(a, b)?;
+                if !list.contains(&s) {
+                    list.push(s);
+                }
+            }
+        }
+    }
+    let (n, e) = (ctx.csr.num_nodes(), ctx.csr.num_edges());
+    let bytes_min = 4 * (n + 1) + 8 * e + 4 * e * h + 2 * 4 * n * h * c;
+    let run = |sched: GatherSchedule,
+               x: &Tensor,
+               w: &Tensor,
+               huge: Option<&serde_json::Value>|
+     -> Result<()> {
+        let s = time(ctx.repeats, ctx.threads, || {
+            Ok(csr_spmm_scheduled(x, w, ctx.csr, sched)?)
+        })?;
+        println!(
+            "{}",
+            json!({
+                "impl": "workbook",
+                "roofline": "spmm_schedule",
+                "threads": ctx.threads,
+                "heads": h,
+                "channels": c,
+                "prefetch_ahead": sched.prefetch_ahead,
+                "block_rows": sched.block_rows,
+                "default": sched == d,
+                "huge_pages": huge,
+                "ms": s.wall * 1e3,
+                "cpu_ms": s.cpu * 1e3,
+                "fraction": bytes_min as f64 / s.wall / ctx.bandwidth,
+                "fraction_latency": e as f64 / ctx.lines_per_s / s.wall,
+                "fraction_latency_cpu": e as f64 / ctx.lines_per_s / s.cpu,
+            })
+        );
+        Ok(())
+    };
+    for &sched in &list {
+        run(sched, x, w, None)?;
+    }
+    // fresh buffers, so the 4 KiB runs above stay what they were
+    let (xh, wh) = (x.copy()?, w.copy()?);
+    let start = Instant::now();
+    let (ax, aw) = (advise_huge_pages(&xh, true), advise_huge_pages(&wh, true));
+    let advise_ms = start.elapsed().as_secs_f64() * 1e3;
+    let share = |t: &Tensor| {
+        let total = t.elem_count() * t.dtype().size_in_bytes();
+        tensor_huge_page_bytes(t).map(|b| b as f64 / total as f64)
+    };
+    let huge = json!({
+        "advise_ms": advise_ms,
+        "x_huge_share": share(&xh),
+        "w_huge_share": share(&wh),
+        "collapsed": ax.collapsed && aw.collapsed,
+        "note": ax.note.or(aw.note),
+    });
+    run(before, &xh, &wh, Some(&huge))?;
+    if d != before {
+        run(d, &xh, &wh, Some(&huge))?;
+    }
+    // the default on 4 KiB pages once more: the load of a shared machine drifts, and the
+    // huge-page runs are bracketed by 4 KiB ones
+    run(d, x, w, None)?;
     Ok(())
 }

@@ -81,6 +81,68 @@ pub(crate) fn with_host<T: WithDType, R>(
 /// How many edges ahead the gathering kernels ask for a neighbour's row ([`prefetch_row`]).
 pub(crate) const PREFETCH_AHEAD: usize = 8;
 
+/// How many edges ahead [`csr_spmm`](super::csr_spmm) requests a neighbour's row by default
+/// ([`GatherSchedule::prefetch_ahead`]). Swept with `bench --roofline` on `csbm:1000000`, two
+/// threads, CPU time (29 Nov 2026): 12 took 233-248 ms against 264-291 ms at 8 and 269-294 ms
+/// at 16; 4, 6, 24 and 32 were slower still. The other kernels keep [`PREFETCH_AHEAD`].
+pub(crate) const SPMM_PREFETCH_AHEAD: usize = 12;
+
+/// Destination rows whose neighbour lists [`csr_spmm`](super::csr_spmm) walks interleaved, an
+/// edge of each in turn ([`GatherSchedule::block_rows`]). Measured, more rows were slower: 2
+/// rows took 1.4-1.6× the CPU time of 1, 4 rows 1.2-2.0× (the turns' branches cost more than
+/// the extra misses in flight gain, which the prefetch already provides).
+pub(crate) const BLOCK_ROWS: usize = 1;
+
+/// The most rows [`GatherSchedule::block_rows`] may interleave (a fixed array of cursors).
+pub const MAX_BLOCK_ROWS: usize = 16;
+
+/// How the CPU gather of [`csr_spmm_scheduled`](super::spmm::csr_spmm_scheduled) is scheduled:
+/// how far ahead it requests neighbours' rows, and how many destination rows it walks at once.
+/// Only the order of memory requests changes: each destination row still sums its edges in
+/// their original order, so every schedule gives bit-identical results. The default is the
+/// one measured fastest on a graph without locality (docs/performance.md, roofline section);
+/// other values are for measuring (`workbook bench --roofline`).
+///
+/// ```
+/// use workbook::ops::GatherSchedule;
+/// let s = GatherSchedule::default();
+/// assert!(s.prefetch_ahead > 0 && s.block_rows >= 1);
+/// assert!(GatherSchedule::new(0, 4).is_ok()); // no prefetch, four rows interleaved
+/// assert!(GatherSchedule::new(8, 0).is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GatherSchedule {
+    /// Edges ahead of the one being summed whose source row is requested (0: none).
+    pub prefetch_ahead: usize,
+    /// Destination rows walked together, one edge of each in turn (1: row after row), so the
+    /// misses of several rows are in flight at once; 1 to [`MAX_BLOCK_ROWS`].
+    pub block_rows: usize,
+}
+
+impl Default for GatherSchedule {
+    fn default() -> Self {
+        Self {
+            prefetch_ahead: SPMM_PREFETCH_AHEAD,
+            block_rows: BLOCK_ROWS,
+        }
+    }
+}
+
+impl GatherSchedule {
+    /// A schedule, or an error when `block_rows` is not in 1..=[`MAX_BLOCK_ROWS`].
+    pub fn new(prefetch_ahead: usize, block_rows: usize) -> crate::Result<Self> {
+        if !(1..=MAX_BLOCK_ROWS).contains(&block_rows) {
+            return Err(crate::WorkbookError::InvalidConfig(format!(
+                "block_rows must be 1 to {MAX_BLOCK_ROWS}, got {block_rows}"
+            )));
+        }
+        Ok(Self {
+            prefetch_ahead,
+            block_rows,
+        })
+    }
+}
+
 /// Asks the CPU to start loading `data[start..start + len]` into the cache, one request per
 /// 64-byte line, without waiting for it. The kernels gather rows of random neighbours: on a
 /// large graph every row is a cache (and TLB) miss, and issued one at a time those misses
