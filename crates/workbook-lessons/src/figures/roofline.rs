@@ -115,7 +115,7 @@ fn draw(
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(64)
-        .build_cartesian_2d(-0.5..slots - 0.5, (low / 2.0..high * 3.0).log_scale())?;
+        .build_cartesian_2d(-0.5..slots - 0.5, (low / 2.0..high * 8.0).log_scale())?;
     c.configure_mesh()
         .disable_x_mesh()
         .x_labels(kernels.len())
