@@ -131,17 +131,7 @@ pub fn csbm(config: &CsbmConfig, device: impl Into<Placement>) -> Result<Graph> 
     let src: Vec<i64> = pairs.iter().map(|p| p.0 as i64).collect();
     let dst: Vec<i64> = pairs.iter().map(|p| p.1 as i64).collect();
 
-    let unit = Normal::new(0.0f32, 1.0).expect("valid normal");
-    let means: Vec<Vec<f32>> = (0..c)
-        .map(|_| (0..f).map(|_| unit.sample(&mut rng)).collect())
-        .collect();
-    let noise = config.noise as f32;
-    let mut x = Vec::with_capacity(n * f);
-    for &y in &labels {
-        for &m in &means[y as usize] {
-            x.push(m + noise * unit.sample(&mut rng));
-        }
-    }
+    let x = class_features(&labels, c, f, config.noise, &mut rng);
 
     let (train, val, test) = planetoid_split(&labels, c, &mut rng);
 
@@ -151,6 +141,30 @@ pub fn csbm(config: &CsbmConfig, device: impl Into<Placement>) -> Result<Graph> 
     Graph::new(format!("csbm:{n}"), x, edge_index)?
         .with_labels(&labels, split)?
         .to_device(device)
+}
+
+/// Gaussian features, `[n, features]` row-major: each class draws a mean from N(0, 1) per
+/// feature, then each node its class's mean plus `noise`·N(0, 1), all from `rng` in that order
+/// (csbm's and knn's features, so both draw the same way).
+pub(crate) fn class_features(
+    labels: &[i64],
+    classes: usize,
+    features: usize,
+    noise: f64,
+    rng: &mut ChaCha8Rng,
+) -> Vec<f32> {
+    let unit = Normal::new(0.0f32, 1.0).expect("valid normal");
+    let means: Vec<Vec<f32>> = (0..classes)
+        .map(|_| (0..features).map(|_| unit.sample(rng)).collect())
+        .collect();
+    let noise = noise as f32;
+    let mut x = Vec::with_capacity(labels.len() * features);
+    for &y in labels {
+        for &m in &means[y as usize] {
+            x.push(m + noise * unit.sample(rng));
+        }
+    }
+    x
 }
 
 /// Planetoid's split sizes on a synthetic graph: 20 training nodes per class (fewer on small

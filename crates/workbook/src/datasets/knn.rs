@@ -30,7 +30,6 @@ use candle_core::{Device, Tensor};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Distribution, Normal};
 use rayon::prelude::*;
 
 /// Parameters of the generator.
@@ -146,17 +145,7 @@ pub fn knn(config: &KnnConfig, device: impl Into<Placement>) -> Result<Graph> {
             config.seed
         )));
     }
-    let unit = Normal::new(0.0f32, 1.0).expect("valid normal");
-    let means: Vec<Vec<f32>> = (0..c)
-        .map(|_| (0..f).map(|_| unit.sample(&mut rng)).collect())
-        .collect();
-    let noise = config.noise as f32;
-    let mut x = Vec::with_capacity(n * f);
-    for &y in &labels {
-        for &m in &means[y as usize] {
-            x.push(m + noise * unit.sample(&mut rng));
-        }
-    }
+    let x = super::csbm::class_features(&labels, c, f, config.noise, &mut rng);
     let (train, val, test) = super::csbm::planetoid_split(&labels, c, &mut rng);
 
     // Edges neighbour -> centre, sorted by (target, source).
