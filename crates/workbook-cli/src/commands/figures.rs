@@ -109,26 +109,25 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
         data_parallel(&args)?;
     }
     if wanted(Figure::Ranks) {
-        match (&args.rank_runs, Path::new(RECORDED_RANK_RUNS)) {
-            (Some(path), _) => rank_times(&args, path)?,
-            (None, path) if path.is_file() || args.only.contains(&Figure::Ranks) => {
-                rank_times(&args, path)?
-            }
-            (None, path) => eprintln!(
-                "skipped the ranks figure: no recorded mpirun runs at {} (give --rank-runs FILE)",
-                path.display()
+        let path = recorded_runs(&args, &args.rank_runs, RECORDED_RANK_RUNS, Figure::Ranks);
+        match path {
+            Some(path) => rank_times(&args, &path)?,
+            None => eprintln!(
+                "skipped the ranks figure: no recorded mpirun runs at {RECORDED_RANK_RUNS} (give --rank-runs FILE)"
             ),
         }
     }
     if wanted(Figure::Roofline) {
-        match (&args.roofline_runs, Path::new(RECORDED_ROOFLINE_RUNS)) {
-            (Some(path), _) => roofline(&args, path)?,
-            (None, path) if path.is_file() || args.only.contains(&Figure::Roofline) => {
-                roofline(&args, path)?
-            }
-            (None, path) => eprintln!(
-                "skipped the roofline figure: no recorded bench --roofline runs at {} (give --roofline-runs FILE)",
-                path.display()
+        let path = recorded_runs(
+            &args,
+            &args.roofline_runs,
+            RECORDED_ROOFLINE_RUNS,
+            Figure::Roofline,
+        );
+        match path {
+            Some(path) => roofline(&args, &path)?,
+            None => eprintln!(
+                "skipped the roofline figure: no recorded bench --roofline runs at {RECORDED_ROOFLINE_RUNS} (give --roofline-runs FILE)"
             ),
         }
     }
@@ -138,18 +137,40 @@ pub fn run(args: Args, chosen: &Chosen) -> Result<()> {
 /// Where the book keeps the `bench --roofline` runs its node-order figure is drawn from.
 const RECORDED_ROOFLINE_RUNS: &str = "book/figure-data/roofline/runs.jsonl";
 
-/// Chapter 5.4's figure: `csr_spmm` at GCN's width (1 × 16) on each recorded graph.
-fn roofline(args: &Args, path: &Path) -> Result<()> {
+/// The recorded runs a figure is drawn from: the file given, else the book's copy when it
+/// exists or the figure was asked for by name (then a missing file is the reading's error);
+/// `None`: skip the figure.
+fn recorded_runs(
+    args: &Args,
+    given: &Option<PathBuf>,
+    default: &str,
+    figure: Figure,
+) -> Option<PathBuf> {
+    let default = Path::new(default);
+    match given {
+        Some(path) => Some(path.clone()),
+        None if default.is_file() || args.only.contains(&figure) => Some(default.to_path_buf()),
+        None => None,
+    }
+}
+
+/// A file of recorded runs (JSON lines, `#` comments), at most 1 MiB.
+fn read_recorded_runs(path: &Path, why: &str, flag: &str) -> Result<String> {
     let cap = workbook::input_file::Cap {
         bytes: 1 << 20,
-        why: "a file of recorded bench --roofline runs (a few JSON lines per run)".into(),
+        why: why.into(),
     };
-    let text = workbook::input_file::read_to_string(path, &cap).with_context(|| {
-        format!(
-            "reading the recorded runs (--roofline-runs {})",
-            path.display()
-        )
-    })?;
+    workbook::input_file::read_to_string(path, &cap)
+        .with_context(|| format!("reading the recorded runs ({flag} {})", path.display()))
+}
+
+/// Chapter 5.4's figure: `csr_spmm` at GCN's width (1 × 16) on each recorded graph.
+fn roofline(args: &Args, path: &Path) -> Result<()> {
+    let text = read_recorded_runs(
+        path,
+        "a file of recorded bench --roofline runs (a few JSON lines per run)",
+        "--roofline-runs",
+    )?;
     let kernels =
         roofline_kernels(&text, 1, 16).with_context(|| format!("reading {}", path.display()))?;
     if kernels.is_empty() {
@@ -174,12 +195,11 @@ const RECORDED_RANK_RUNS: &str = "book/figure-data/ranks/runs.jsonl";
 
 /// Chapter 6's per-rank figure, from recorded runs (this command does not start `mpirun`).
 fn rank_times(args: &Args, path: &Path) -> Result<()> {
-    let cap = workbook::input_file::Cap {
-        bytes: 1 << 20,
-        why: "a file of recorded distributed runs (one short JSON line per run)".into(),
-    };
-    let text = workbook::input_file::read_to_string(path, &cap)
-        .with_context(|| format!("reading the recorded runs (--rank-runs {})", path.display()))?;
+    let text = read_recorded_runs(
+        path,
+        "a file of recorded distributed runs (one short JSON line per run)",
+        "--rank-runs",
+    )?;
     let (mut runs, mut settings) = (Vec::new(), Vec::new());
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
