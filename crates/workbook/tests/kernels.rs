@@ -78,7 +78,19 @@ fn weighted_sum(out: &Tensor, seed: u64) -> Tensor {
 #[test]
 fn spmm_matches_gather_scale_scatter_with_gradients() {
     for dtype in [DType::F32, DType::F64] {
-        for (seed, heads, channels) in [(1, 1, 5), (2, 3, 4)] {
+        // (1, 5) and (3, 4) take the general loop, the others the widths compiled for their
+        // size (GCN's 16, GATv2's 8 heads of 8, one head of 8, 32, 64): each must give the
+        // very sums of candle's index_add.
+        let shapes = [
+            (1, 1, 5),
+            (2, 3, 4),
+            (3, 1, 16),
+            (4, 8, 8),
+            (5, 1, 8),
+            (6, 1, 32),
+            (7, 1, 64),
+        ];
+        for (seed, heads, channels) in shapes {
             let g = random_graph(seed, 40, 160);
             let csr = Arc::new(Csr::new(&g.src, &g.dst, g.n, &Device::Cpu).unwrap());
             let e = g.src.len();
@@ -137,29 +149,31 @@ fn leaky_relu(x: &Tensor, slope: f64) -> Tensor {
 #[test]
 fn gat_scores_match_the_composed_leaky_relu_dot_with_gradients() {
     for dtype in [DType::F32, DType::F64] {
-        let g = random_graph(3, 30, 120);
-        let csr = Arc::new(Csr::new(&g.src, &g.dst, g.n, &Device::Cpu).unwrap());
-        let (h, c) = (4, 3);
-        let x_l = randn(&[g.n, h, c], dtype, 31);
-        let x_r = randn(&[g.n, h, c], dtype, 32);
-        let att = randn(&[1, h, c], dtype, 33);
-        let fused =
-            gat_scores(x_l.as_tensor(), x_r.as_tensor(), att.as_tensor(), &csr, 0.2).unwrap();
-        let x_j = x_l.as_tensor().index_select(&ids(&g.src), 0).unwrap();
-        let x_i = x_r.as_tensor().index_select(&ids(&g.dst), 0).unwrap();
-        let composed = leaky_relu(&(x_i + x_j).unwrap(), 0.2)
-            .broadcast_mul(att.as_tensor())
-            .unwrap()
-            .sum(D::Minus1)
-            .unwrap();
-        let d = max_diff(&fused, &composed);
-        assert!(d <= tol(dtype), "{dtype:?} scores: {d}");
+        // (4, 3) takes the general loop; (8, 8), GATv2's default, the one compiled for it
+        for (h, c) in [(4, 3), (8, 8)] {
+            let g = random_graph(3, 30, 120);
+            let csr = Arc::new(Csr::new(&g.src, &g.dst, g.n, &Device::Cpu).unwrap());
+            let x_l = randn(&[g.n, h, c], dtype, 31);
+            let x_r = randn(&[g.n, h, c], dtype, 32);
+            let att = randn(&[1, h, c], dtype, 33);
+            let fused =
+                gat_scores(x_l.as_tensor(), x_r.as_tensor(), att.as_tensor(), &csr, 0.2).unwrap();
+            let x_j = x_l.as_tensor().index_select(&ids(&g.src), 0).unwrap();
+            let x_i = x_r.as_tensor().index_select(&ids(&g.dst), 0).unwrap();
+            let composed = leaky_relu(&(x_i + x_j).unwrap(), 0.2)
+                .broadcast_mul(att.as_tensor())
+                .unwrap()
+                .sum(D::Minus1)
+                .unwrap();
+            let d = max_diff(&fused, &composed);
+            assert!(d <= tol(dtype), "{dtype:?} ({h}, {c}) scores: {d}");
 
-        let gf = weighted_sum(&fused, 7).backward().unwrap();
-        let gc = weighted_sum(&composed, 7).backward().unwrap();
-        for (name, v) in [("x_l", &x_l), ("x_r", &x_r), ("att", &att)] {
-            let d = max_diff(gf.get(v).unwrap(), gc.get(v).unwrap());
-            assert!(d <= 10.0 * tol(dtype), "{dtype:?} d{name}: {d}");
+            let gf = weighted_sum(&fused, 7).backward().unwrap();
+            let gc = weighted_sum(&composed, 7).backward().unwrap();
+            for (name, v) in [("x_l", &x_l), ("x_r", &x_r), ("att", &att)] {
+                let d = max_diff(gf.get(v).unwrap(), gc.get(v).unwrap());
+                assert!(d <= 10.0 * tol(dtype), "{dtype:?} ({h}, {c}) d{name}: {d}");
+            }
         }
     }
 }

@@ -118,31 +118,67 @@ fn scores<T: Real>(
     if h == 0 {
         return out;
     }
+    let edge = |e: usize, se: &mut [T]| {
+        if let (Some(&j), Some(&i)) = (
+            csr.src().get(e + PREFETCH_AHEAD),
+            csr.dst().get(e + PREFETCH_AHEAD),
+        ) {
+            prefetch_row(xl, j as usize * width, width);
+            prefetch_row(xr, i as usize * width, width);
+        }
+        let (j, i) = (csr.src()[e] as usize, csr.dst()[e] as usize);
+        let (lj, ri) = (&xl[j * width..][..width], &xr[i * width..][..width]);
+        match (h, c) {
+            (8, 8) => edge_scores_fixed::<T, 64, 8>(lj, ri, att, slope, se),
+            _ => {
+                for (hh, s) in se.iter_mut().enumerate() {
+                    let r = hh * c..(hh + 1) * c;
+                    *s = ri[r.clone()]
+                        .iter()
+                        .zip(&lj[r.clone()])
+                        .zip(&att[r])
+                        .fold(T::zero(), |acc, ((&a, &b), &w)| {
+                            acc + leaky(a + b, slope) * w
+                        });
+                }
+            }
+        }
+    };
     out.par_chunks_mut(h)
         .with_min_len(MIN_ROWS_PER_TASK)
         .enumerate()
-        .for_each(|(e, se)| {
-            if let (Some(&j), Some(&i)) = (
-                csr.src().get(e + PREFETCH_AHEAD),
-                csr.dst().get(e + PREFETCH_AHEAD),
-            ) {
-                prefetch_row(xl, j as usize * width, width);
-                prefetch_row(xr, i as usize * width, width);
-            }
-            let (j, i) = (csr.src()[e] as usize, csr.dst()[e] as usize);
-            let (lj, ri) = (&xl[j * width..][..width], &xr[i * width..][..width]);
-            for (hh, s) in se.iter_mut().enumerate() {
-                let r = hh * c..(hh + 1) * c;
-                *s = ri[r.clone()]
-                    .iter()
-                    .zip(&lj[r.clone()])
-                    .zip(&att[r])
-                    .fold(T::zero(), |acc, ((&a, &b), &w)| {
-                        acc + leaky(a + b, slope) * w
-                    });
-            }
-        });
+        .for_each(|(e, se)| edge(e, se));
     out
+}
+
+/// One edge's scores for `W` values in heads of `C`, both known when compiled (GATv2's 8 heads
+/// of 8): the LeakyReLU terms of all heads in one pass the compiler vectorises, then each
+/// head's `C` terms added as a balanced tree (halves, then halves of those), a fixed order, so
+/// the scores still do not depend on the threads. `C` must be a power of two.
+#[inline(always)]
+fn edge_scores_fixed<T: Real, const W: usize, const C: usize>(
+    lj: &[T],
+    ri: &[T],
+    att: &[T],
+    slope: T,
+    se: &mut [T],
+) {
+    let (lj, ri, att) = (&lj[..W], &ri[..W], &att[..W]);
+    let mut v = [T::zero(); W];
+    for t in 0..W {
+        v[t] = leaky(ri[t] + lj[t], slope) * att[t];
+    }
+    for (s, head) in se.iter_mut().zip(v.chunks_exact_mut(C)) {
+        let mut len = C;
+        while len > 1 {
+            len /= 2;
+            let (lo, hi) = head.split_at_mut(len);
+            for (a, &b) in lo.iter_mut().zip(&hi[..len]) {
+                *a += b;
+            }
+        }
+        *s = head[0];
+    }
 }
 
 /// Which gradient a [`ScoresGrad`] computes.
@@ -180,14 +216,12 @@ fn scores_grad<T: Real>(
                 for e in chunk * ATT_CHUNK..((chunk + 1) * ATT_CHUNK).min(e) {
                     let (j, i) = (csr.src()[e] as usize, csr.dst()[e] as usize);
                     let (lj, ri) = (&xl[j * width..][..width], &xr[i * width..][..width]);
-                    for (hh, ((a, l), r)) in acc
-                        .chunks_mut(c)
-                        .zip(lj.chunks(c))
-                        .zip(ri.chunks(c))
-                        .enumerate()
-                    {
+                    for hh in 0..h {
                         let ge = g[e * h + hh];
-                        for ((a, &l), &r) in a.iter_mut().zip(l).zip(r) {
+                        let r = hh * c..(hh + 1) * c;
+                        for ((a, &l), &r) in
+                            acc[r.clone()].iter_mut().zip(&lj[r.clone()]).zip(&ri[r])
+                        {
                             *a += ge * leaky(r + l, slope);
                         }
                     }
@@ -227,14 +261,15 @@ fn scores_grad<T: Real>(
                     (other, node)
                 };
                 let (lj, ri) = (&xl[j * width..][..width], &xr[i * width..][..width]);
-                let heads = row
-                    .chunks_mut(c)
-                    .zip(lj.chunks(c))
-                    .zip(ri.chunks(c))
-                    .zip(att.chunks(c));
-                for (hh, (((o, l), r), a)) in heads.enumerate() {
+                for hh in 0..h {
                     let ge = g[e * h + hh];
-                    for (((o, &l), &r), &a) in o.iter_mut().zip(l).zip(r).zip(a) {
+                    let r = hh * c..(hh + 1) * c;
+                    let terms = row[r.clone()]
+                        .iter_mut()
+                        .zip(&lj[r.clone()])
+                        .zip(&ri[r.clone()])
+                        .zip(&att[r]);
+                    for (((o, &l), &r), &a) in terms {
                         *o += ge * a * leaky_grad(r + l, slope);
                     }
                 }

@@ -32,6 +32,7 @@ use super::kernel_support::{
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 /// `Σ_{e = (j → i)} w[e, h] · x[j, h, :]` for every node `i` (see the module docs). `x` is
@@ -123,6 +124,107 @@ impl Spmm {
     }
 }
 
+/// What one destination row's gather reads: the node rows `x`, the edge weights `w`, and the
+/// sorted edges. `Copy`, so each arm of [`spmm`]'s dispatch moves it into its own closure.
+#[derive(Clone, Copy)]
+struct Gather<'a, T> {
+    x: &'a [T],
+    w: &'a [T],
+    ptr: &'a [u32],
+    other: &'a [u32],
+    edge: &'a [u32],
+    h: usize,
+    c: usize,
+    ahead: usize,
+}
+
+impl<T: Real> Gather<'_, T> {
+    /// Requests the rows edge `k` will read; past the last edge, nothing.
+    #[inline(always)]
+    fn prefetch(&self, k: usize) {
+        if self.ahead > 0 {
+            if let (Some(&j), Some(&e)) = (self.other.get(k), self.edge.get(k)) {
+                let width = self.h * self.c;
+                prefetch_row(self.x, j as usize * width, width);
+                prefetch_row(self.w, e as usize * self.h, self.h);
+            }
+        }
+    }
+
+    /// Adds edge `k`'s message to `row` (any width): x · w, then +=, the rounding of candle's
+    /// broadcast_mul + index_add. Slices per head, no division per edge.
+    #[inline(always)]
+    fn add_any(&self, row: &mut [T], k: usize) {
+        let (h, c) = (self.h, self.c);
+        let (e, j) = (self.edge[k] as usize, self.other[k] as usize);
+        let xj = &self.x[j * h * c..][..h * c];
+        for (hh, &wv) in self.w[e * h..][..h].iter().enumerate() {
+            let o = &mut row[hh * c..][..c];
+            for (o, &xv) in o.iter_mut().zip(&xj[hh * c..][..c]) {
+                *o += xv * wv;
+            }
+        }
+    }
+
+    /// Row `i`'s sum into `out` (zeros on entry), any width.
+    fn row_any(&self, i: usize, out: &mut [T]) {
+        for k in self.ptr[i] as usize..self.ptr[i + 1] as usize {
+            self.prefetch(k + self.ahead);
+            self.add_any(out, k);
+        }
+    }
+
+    /// Row `i`'s sum into `out`, for `W = h · c` values in heads of `C`, both known when
+    /// compiled: the loop over a row unrolls and the sum stays in registers until the row is
+    /// done, instead of a load and a store of `out` per edge. The same additions in the same
+    /// order as [`Self::row_any`], so the same bits.
+    fn row_fixed<const W: usize, const C: usize>(&self, i: usize, out: &mut [MaybeUninit<T>]) {
+        let mut acc = [T::zero(); W];
+        for k in self.ptr[i] as usize..self.ptr[i + 1] as usize {
+            self.prefetch(k + self.ahead);
+            let (e, j) = (self.edge[k] as usize, self.other[k] as usize);
+            let xj = &self.x[j * W..][..W];
+            let we = &self.w[e * (W / C)..][..W / C];
+            for (t, a) in acc.iter_mut().enumerate() {
+                *a += xj[t] * we[t / C];
+            }
+        }
+        for (o, a) in out.iter_mut().zip(acc) {
+            o.write(a);
+        }
+    }
+}
+
+/// Runs `row(i, out_i)` for every destination row, in parallel over rows.
+fn for_each_row<T: Real>(out: &mut [T], width: usize, row: impl Fn(usize, &mut [T]) + Sync) {
+    out.par_chunks_mut(width)
+        .with_min_len(MIN_ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(i, o)| row(i, o));
+}
+
+/// `n` rows of `width` values, each written once by `row(i, out_i)`, in parallel over rows; the
+/// buffer is never zeroed first. Zeroing it would cost a pass over the whole output, and the
+/// kernel writes every value anyway: on a 10⁶-node graph that pass was a large share of the
+/// gather's time (the kernel's pages zeroed by the operating system, then by `calloc`).
+fn rows_written_once<T: Real>(
+    n: usize,
+    width: usize,
+    row: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync,
+) -> Vec<T> {
+    let mut out = Vec::with_capacity(n * width);
+    out.spare_capacity_mut()[..n * width]
+        .par_chunks_mut(width)
+        .with_min_len(MIN_ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(i, o)| row(i, o));
+    // SAFETY: the capacity is at least `n * width`, and `row` wrote every element of each of
+    // the `n` chunks of `width` (`Gather::row_fixed` writes its whole `out` slice), so the
+    // first `n * width` elements are initialised.
+    unsafe { out.set_len(n * width) };
+    out
+}
+
 fn spmm<T: Real>(
     x: &[T],
     w: &[T],
@@ -133,64 +235,66 @@ fn spmm<T: Real>(
 ) -> Vec<T> {
     let n = sorted.ptr().len() - 1;
     let width = h * c;
-    let mut out = vec![T::zero(); n * width];
     if width == 0 {
-        return out;
+        return Vec::new();
     }
-    let (ptr, other, edge) = (sorted.ptr(), sorted.other(), sorted.edge());
-    let ahead = schedule.prefetch_ahead;
+    let g = Gather {
+        x,
+        w,
+        ptr: sorted.ptr(),
+        other: sorted.other(),
+        edge: sorted.edge(),
+        h,
+        c,
+        ahead: schedule.prefetch_ahead,
+    };
     let rows = schedule.block_rows.clamp(1, MAX_BLOCK_ROWS);
-    // One destination row's sum, edge `k` added: x · w, then +=, the rounding of candle's
-    // broadcast_mul + index_add.
-    let add = |row: &mut [T], k: usize| {
-        let (e, j) = (edge[k] as usize, other[k] as usize);
-        let xj = &x[j * width..(j + 1) * width];
-        let we = &w[e * h..(e + 1) * h];
-        for ((o, xv), &wv) in row.chunks_mut(c).zip(xj.chunks(c)).zip(we) {
-            for (o, &xv) in o.iter_mut().zip(xv) {
-                *o += xv * wv;
+    // The layers' widths (GCN's 16 hidden channels, GATv2's 8 heads of 8, a single head of 8,
+    // 32 or 64) compiled for their size; any other width, and the interleaved schedules, take
+    // the general loop over a zeroed output.
+    match (width, c, rows) {
+        (16, 16, 1) => rows_written_once(n, width, |i, o| g.row_fixed::<16, 16>(i, o)),
+        (64, 8, 1) => rows_written_once(n, width, |i, o| g.row_fixed::<64, 8>(i, o)),
+        (8, 8, 1) => rows_written_once(n, width, |i, o| g.row_fixed::<8, 8>(i, o)),
+        (32, 32, 1) => rows_written_once(n, width, |i, o| g.row_fixed::<32, 32>(i, o)),
+        (64, 64, 1) => rows_written_once(n, width, |i, o| g.row_fixed::<64, 64>(i, o)),
+        _ => {
+            let mut out = vec![T::zero(); n * width];
+            if rows > 1 {
+                interleaved(&g, &mut out, rows);
+            } else {
+                for_each_row(&mut out, width, |i, o| g.row_any(i, o));
             }
+            out
         }
-    };
-    // Requests the rows edge `k` will read; past the last edge, nothing.
-    let prefetch = |k: usize| {
-        if ahead > 0 {
-            if let (Some(&j), Some(&e)) = (other.get(k), edge.get(k)) {
-                prefetch_row(x, j as usize * width, width);
-                prefetch_row(w, e as usize * h, h);
-            }
-        }
-    };
+    }
+}
+
+/// The gather with `rows` destination rows walked together, an edge of each in turn. Each row
+/// still adds its edges in their order, so its sum is the same; the requests run `ahead` edges
+/// in front of the block's edges counted in storage order, which the turns only permute.
+fn interleaved<T: Real>(g: &Gather<'_, T>, out: &mut [T], rows: usize) {
+    let width = g.h * g.c;
     out.par_chunks_mut(width * rows)
         .with_min_len(MIN_ROWS_PER_TASK.div_ceil(rows))
         .enumerate()
         .for_each(|(b, block)| {
             let first = b * rows;
-            let base = ptr[first] as usize;
-            if rows == 1 {
-                for k in base..ptr[first + 1] as usize {
-                    prefetch(k + ahead);
-                    add(block, k);
-                }
-                return;
-            }
-            // The block's rows, an edge of each in turn. Each row still adds its edges in their
-            // order, so its sum is the same; the requests run `ahead` edges in front of the
-            // block's edges counted in storage order, which the turns only permute.
+            let base = g.ptr[first] as usize;
             let mut next = [0usize; MAX_BLOCK_ROWS];
             let mut end = [0usize; MAX_BLOCK_ROWS];
             let count = block.len() / width;
             for r in 0..count {
-                next[r] = ptr[first + r] as usize;
-                end[r] = ptr[first + r + 1] as usize;
+                next[r] = g.ptr[first + r] as usize;
+                end[r] = g.ptr[first + r + 1] as usize;
             }
             let mut done = base;
             let mut left = end[count - 1] - base;
             while left > 0 {
                 for (r, row) in block.chunks_mut(width).enumerate() {
                     if next[r] < end[r] {
-                        prefetch(done + ahead);
-                        add(row, next[r]);
+                        g.prefetch(done + g.ahead);
+                        g.add_any(row, next[r]);
                         next[r] += 1;
                         done += 1;
                         left -= 1;
@@ -198,7 +302,6 @@ fn spmm<T: Real>(
                 }
             }
         });
-    out
 }
 
 /// `out[e, h] = Σ_c a[dst(e), h, c] · b[src(e), h, c]` (with ends swapped when `transpose`).
@@ -225,8 +328,12 @@ fn edge_dot<T: Real>(a: &[T], b: &[T], csr: &Csr, transpose: bool, h: usize, c: 
             let (i, j) = (to[e] as usize, from[e] as usize);
             let ai = &a[i * width..(i + 1) * width];
             let bj = &b[j * width..(j + 1) * width];
-            for ((o, av), bv) in oe.iter_mut().zip(ai.chunks(c)).zip(bj.chunks(c)) {
-                *o = av.iter().zip(bv).fold(T::zero(), |s, (&p, &q)| s + p * q);
+            for (hh, o) in oe.iter_mut().enumerate() {
+                let r = hh * c..(hh + 1) * c;
+                *o = ai[r.clone()]
+                    .iter()
+                    .zip(&bj[r])
+                    .fold(T::zero(), |s, (&p, &q)| s + p * q);
             }
         });
     out
