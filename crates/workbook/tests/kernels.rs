@@ -78,10 +78,13 @@ fn weighted_sum(out: &Tensor, seed: u64) -> Tensor {
 #[test]
 fn spmm_matches_gather_scale_scatter_with_gradients() {
     for dtype in [DType::F32, DType::F64] {
-        // (1, 5) and (3, 4) take the general loop, the others the widths compiled for their
-        // size (GCN's 16, GATv2's 8 heads of 8, one head of 8, 32, 64): each must give the
-        // very sums of candle's index_add.
+        // (3, 4) and (1, 12) take the general loop, the others the widths compiled for their
+        // size (one head of 1 to 8 channels, 16, 32, 64; GATv2's 8 heads of 8): each must give
+        // the very sums of candle's index_add.
         let shapes = [
+            (8, 1, 12),
+            (9, 1, 1),
+            (10, 1, 7),
             (1, 1, 5),
             (2, 3, 4),
             (3, 1, 16),
@@ -366,4 +369,62 @@ fn huge_page_advice_changes_no_value() {
     let none = advise_huge_pages(&small, true);
     assert_eq!(none.advised_bytes, 0);
     assert!(none.note.is_some() && !none.collapsed);
+}
+
+#[test]
+fn unweighted_gcn_norm_equals_the_composed_normalisation() {
+    use workbook::ops::aggregate_sum;
+    use workbook::ops::gcn_norm::unweighted_gcn_norm;
+    use workbook::EdgeIndex;
+    let mut g = random_graph(8, 50, 300);
+    // and one edge out of a node nothing points to: without loops its dinv is 0
+    g.src.push(g.n as u32 - 1);
+    g.dst.push(0);
+    let wide = |v: &[u32]| v.iter().map(|&x| x as i64).collect::<Vec<_>>();
+    let plain = EdgeIndex::new(&wide(&g.src), &wide(&g.dst), g.n, &Device::Cpu).unwrap();
+    let looped = plain
+        .with_remaining_self_loops()
+        .unwrap()
+        .edge_index
+        .clone();
+    for dtype in [DType::F32, DType::F64] {
+        // with loops, and without: then some nodes have no in-edges and their dinv is 0
+        for edges in [&looped, &plain] {
+            let fast = unweighted_gcn_norm(edges, dtype).unwrap();
+            // PyG's gcn_norm as tensor ops, as layers::gcn_conv computes it with edge weights
+            let ones = Tensor::ones(edges.num_edges(), dtype, &Device::Cpu).unwrap();
+            let n_ones = Tensor::ones((g.n, 1), dtype, &Device::Cpu).unwrap();
+            let deg = aggregate_sum(&n_ones, edges, Some(&ones))
+                .unwrap()
+                .squeeze(1)
+                .unwrap();
+            let positive = deg.gt(0.0).unwrap().to_dtype(dtype).unwrap();
+            let dinv = (deg
+                .maximum(f32::MIN_POSITIVE as f64)
+                .unwrap()
+                .powf(-0.5)
+                .unwrap()
+                * positive)
+                .unwrap();
+            let composed = (dinv.index_select(edges.sources(), 0).unwrap() * ones)
+                .unwrap()
+                .mul(&dinv.index_select(edges.targets(), 0).unwrap())
+                .unwrap();
+            assert_eq!(max_diff(&fast, &composed), 0.0, "{dtype:?}");
+            let zeros = fast
+                .to_dtype(DType::F64)
+                .unwrap()
+                .to_vec1::<f64>()
+                .unwrap()
+                .iter()
+                .filter(|&&w| w == 0.0)
+                .count();
+            if std::ptr::eq(edges, &plain) {
+                assert!(
+                    zeros > 0,
+                    "the edge out of a node without in-edges weighs 0"
+                );
+            }
+        }
+    }
 }

@@ -391,6 +391,20 @@ pub fn gcn_norm(
 ) -> Result<NormalizedEdges> {
     let dev = edge_index.device();
     let n = edge_index.num_nodes();
+    if edge_weight.is_none() && dev.is_cpu() && crate::ops::kernels_support(dtype, dev) {
+        // every edge weighs 1 (`improved` changes nothing without edge weights, see above): the
+        // same values from the CSR's row lengths in one pass, without the [E] intermediates
+        let edge_index = if config.add_self_loops {
+            edge_index.with_remaining_self_loops()?.edge_index.clone()
+        } else {
+            edge_index.clone()
+        };
+        let norm = crate::ops::gcn_norm::unweighted_gcn_norm(&edge_index, dtype)?;
+        return Ok(NormalizedEdges {
+            edge_index,
+            weight: Some(norm),
+        });
+    }
     let weight = match edge_weight {
         Some(w) => w.to_dtype(dtype)?,
         None => Tensor::ones(edge_index.num_edges(), dtype, dev)?,

@@ -30,6 +30,7 @@ pub fn kernels_support(dtype: DType, device: &Device) -> bool {
 /// The float types the CPU kernels are written for.
 pub(crate) trait Real: WithDType {
     fn exp(self) -> Self;
+    fn powf(self, e: Self) -> Self;
     /// `self` folded with `v` as torch's max does: NaN wins, so a NaN score never vanishes.
     #[allow(clippy::eq_op)]
     fn fold_max(self, v: Self) -> Self {
@@ -45,11 +46,17 @@ impl Real for f32 {
     fn exp(self) -> Self {
         f32::exp(self)
     }
+    fn powf(self, e: Self) -> Self {
+        f32::powf(self, e)
+    }
 }
 
 impl Real for f64 {
     fn exp(self) -> Self {
         f64::exp(self)
+    }
+    fn powf(self, e: Self) -> Self {
+        f64::powf(self, e)
     }
 }
 

@@ -10,6 +10,7 @@ pub mod csr_softmax;
 pub mod dropout;
 pub mod elu;
 pub mod gat_scores;
+pub mod gcn_norm;
 pub mod huge_pages;
 pub mod kernel_support;
 pub mod linear;

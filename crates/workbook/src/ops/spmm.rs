@@ -249,25 +249,43 @@ fn spmm<T: Real>(
         ahead: schedule.prefetch_ahead,
     };
     let rows = schedule.block_rows.clamp(1, MAX_BLOCK_ROWS);
-    // The layers' widths (GCN's 16 hidden channels, GATv2's 8 heads of 8, a single head of 8,
-    // 32 or 64) compiled for their size; any other width, and the interleaved schedules, take
-    // the general loop over a zeroed output.
-    match (width, c, rows) {
-        (16, 16, 1) => rows_written_once(n, width, |i, o| g.row_fixed::<16, 16>(i, o)),
-        (64, 8, 1) => rows_written_once(n, width, |i, o| g.row_fixed::<64, 8>(i, o)),
-        (8, 8, 1) => rows_written_once(n, width, |i, o| g.row_fixed::<8, 8>(i, o)),
-        (32, 32, 1) => rows_written_once(n, width, |i, o| g.row_fixed::<32, 32>(i, o)),
-        (64, 64, 1) => rows_written_once(n, width, |i, o| g.row_fixed::<64, 64>(i, o)),
-        _ => {
-            let mut out = vec![T::zero(); n * width];
-            if rows > 1 {
-                interleaved(&g, &mut out, rows);
-            } else {
-                for_each_row(&mut out, width, |i, o| g.row_any(i, o));
-            }
-            out
+    if rows == 1 {
+        // The layers' usual widths compiled for their size: one head of 1 to 8 channels (an
+        // output layer's classes), 16, 32 or 64 (hidden channels), 8 heads of 8 (GATv2's
+        // default); any other width, and the interleaved schedules, take the general loop over
+        // a zeroed output.
+        macro_rules! compiled {
+            ($(($w:literal, $c:literal)),*) => {
+                match (width, c) {
+                    $(($w, $c) => {
+                        return rows_written_once(n, width, |i, o| g.row_fixed::<$w, $c>(i, o))
+                    })*
+                    _ => {}
+                }
+            };
         }
+        compiled!(
+            (1, 1),
+            (2, 2),
+            (3, 3),
+            (4, 4),
+            (5, 5),
+            (6, 6),
+            (7, 7),
+            (8, 8),
+            (16, 16),
+            (32, 32),
+            (64, 64),
+            (64, 8)
+        );
     }
+    let mut out = vec![T::zero(); n * width];
+    if rows > 1 {
+        interleaved(&g, &mut out, rows);
+    } else {
+        for_each_row(&mut out, width, |i, o| g.row_any(i, o));
+    }
+    out
 }
 
 /// The gather with `rows` destination rows walked together, an edge of each in turn. Each row
