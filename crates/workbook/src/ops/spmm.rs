@@ -125,8 +125,7 @@ impl Spmm {
 }
 
 /// What one destination row's gather reads: the node rows `x`, the edge weights `w`, and the
-/// sorted edges. `Copy`, so each arm of [`spmm`]'s dispatch moves it into its own closure.
-#[derive(Clone, Copy)]
+/// sorted edges.
 struct Gather<'a, T> {
     x: &'a [T],
     w: &'a [T],
@@ -138,7 +137,27 @@ struct Gather<'a, T> {
     ahead: usize,
 }
 
-impl<T: Real> Gather<'_, T> {
+impl<'a, T: Real> Gather<'a, T> {
+    fn new(
+        x: &'a [T],
+        w: &'a [T],
+        sorted: &'a Sorted,
+        h: usize,
+        c: usize,
+        schedule: GatherSchedule,
+    ) -> Self {
+        Self {
+            x,
+            w,
+            ptr: sorted.ptr(),
+            other: sorted.other(),
+            edge: sorted.edge(),
+            h,
+            c,
+            ahead: schedule.prefetch_ahead,
+        }
+    }
+
     /// Requests the rows edge `k` will read; past the last edge, nothing.
     #[inline(always)]
     fn prefetch(&self, k: usize) {
@@ -238,22 +257,34 @@ fn spmm<T: Real>(
     if width == 0 {
         return Vec::new();
     }
-    let g = Gather {
-        x,
-        w,
-        ptr: sorted.ptr(),
-        other: sorted.other(),
-        edge: sorted.edge(),
-        h,
-        c,
-        ahead: schedule.prefetch_ahead,
-    };
+    let g = Gather::new(x, w, sorted, h, c, schedule);
+    let mut out = vec![T::zero(); n * width];
     let rows = schedule.block_rows.clamp(1, MAX_BLOCK_ROWS);
-    if rows == 1 {
-        // The layers' usual widths compiled for their size: one head of 1 to 8 channels (an
-        // output layer's classes), 16, 32 or 64 (hidden channels), 8 heads of 8 (GATv2's
-        // default); any other width, and the interleaved schedules, take the general loop over
-        // a zeroed output.
+    if rows > 1 {
+        interleaved(&g, &mut out, rows);
+    } else {
+        for_each_row(&mut out, width, |i, o| g.row_any(i, o));
+    }
+    out
+}
+
+/// [`spmm`] in `f32`, with the layers' usual widths compiled for their size
+/// ([`Gather::row_fixed`]): one head of 1 to 8 channels (an output layer's classes), 16, 32 or
+/// 64 (hidden channels), 8 heads of 8 (GATv2's default). Any other width, and the interleaved
+/// schedules, take the general loop. `f64` (tests, gradient checks) always does: compiling
+/// every width twice would lengthen every build for no program's benefit.
+fn spmm_f32(
+    x: &[f32],
+    w: &[f32],
+    sorted: &Sorted,
+    h: usize,
+    c: usize,
+    schedule: GatherSchedule,
+) -> Vec<f32> {
+    let n = sorted.ptr().len() - 1;
+    let width = h * c;
+    if schedule.block_rows == 1 {
+        let g = Gather::new(x, w, sorted, h, c, schedule);
         macro_rules! compiled {
             ($(($w:literal, $c:literal)),*) => {
                 match (width, c) {
@@ -279,13 +310,7 @@ fn spmm<T: Real>(
             (64, 8)
         );
     }
-    let mut out = vec![T::zero(); n * width];
-    if rows > 1 {
-        interleaved(&g, &mut out, rows);
-    } else {
-        for_each_row(&mut out, width, |i, o| g.row_any(i, o));
-    }
-    out
+    spmm(x, w, sorted, h, c, schedule)
 }
 
 /// The gather with `rows` destination rows walked together, an edge of each in turn. Each row
@@ -372,7 +397,7 @@ impl CustomOp2 for Spmm {
         let (_, h) = l2.shape().dims2()?;
         let (h, c) = heads_channels(l1.shape(), h);
         let out = match (s1, s2) {
-            (CpuStorage::F32(_), CpuStorage::F32(_)) => CpuStorage::F32(spmm(
+            (CpuStorage::F32(_), CpuStorage::F32(_)) => CpuStorage::F32(spmm_f32(
                 host_slice(s1, l1, "csr_spmm")?,
                 host_slice(s2, l2, "csr_spmm")?,
                 self.sorted(),
