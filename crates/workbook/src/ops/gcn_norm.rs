@@ -1,7 +1,7 @@
 //! GCN's normalisation of a graph without edge weights, `1 / sqrt(deg(j) · deg(i))` for every
 //! edge `j → i`, in one parallel pass over the edges.
 //!
-//! PyG's `gcn_norm` (and [`crate::layers::gcn_norm`], which follows it) builds it from tensor
+//! PyG's `gcn_norm` (and [`crate::layers::gcn_conv::gcn_norm`], which follows it) builds it from tensor
 //! ops: a tensor of ones per edge, the in-degrees as a scatter-add of those ones, `deg^-1/2`, then
 //! two gathers of it by source and by target and two products, each a new `[E]` tensor. A
 //! `GCNConv` recomputes it on every forward pass unless `cached=true` (PyG's default too), and on
@@ -37,7 +37,7 @@ use rayon::prelude::*;
 pub fn unweighted_gcn_norm(edge_index: &EdgeIndex, dtype: DType) -> Result<Tensor> {
     if !edge_index.device().is_cpu() {
         return Err(WorkbookError::InvalidConfig(format!(
-            "unweighted_gcn_norm runs on the CPU; this edge index is on {:?} (use layers::gcn_norm there)",
+            "unweighted_gcn_norm runs on the CPU; this edge index is on {:?} (use layers::gcn_conv::gcn_norm there)",
             edge_index.device()
         )));
     }
