@@ -198,6 +198,13 @@ impl<'a, T: Real> Gather<'a, T> {
     /// done, instead of a load and a store of `out` per edge. The same additions in the same
     /// order as [`Self::row_any`], so the same bits.
     fn row_fixed<const W: usize, const C: usize>(&self, i: usize, out: &mut [MaybeUninit<T>]) {
+        // every value of the row is written below: what `rows_written_once` relies on
+        assert_eq!(
+            out.len(),
+            W,
+            "csr_spmm: a row of {} values for width {W}",
+            out.len()
+        );
         let mut acc = [T::zero(); W];
         for k in self.ptr[i] as usize..self.ptr[i + 1] as usize {
             self.prefetch(k + self.ahead);
