@@ -37,9 +37,13 @@ use std::sync::Arc;
 
 /// `Σ_{e = (j → i)} w[e, h] · x[j, h, :]` for every node `i` (see the module docs). `x` is
 /// `[N, H, C]`, or on the CPU also `[N, H·C]` (heads side by side: no reshape node, whose backward
-/// pass would copy the gradient); the result has `x`'s shape.
+/// pass would copy the gradient); the result has `x`'s shape. On the CPU the gather requests
+/// neighbours' rows ahead only where the numbering scatters them ([`GatherSchedule::for_rows`]).
 pub fn csr_spmm(x: &Tensor, w: &Tensor, csr: &Arc<Csr>) -> candle_core::Result<Tensor> {
-    csr_spmm_scheduled(x, w, csr, GatherSchedule::default())
+    // prefetch or not, by how local the graph's numbering is for rows of x's width
+    let row_bytes = x.elem_count() / csr.num_nodes().max(1) * x.dtype().size_in_bytes();
+    let schedule = GatherSchedule::for_rows(csr.by_dst(), row_bytes);
+    csr_spmm_scheduled(x, w, csr, schedule)
 }
 
 /// [`csr_spmm`] with the CPU gather scheduled by `schedule` (prefetch distance, rows walked
