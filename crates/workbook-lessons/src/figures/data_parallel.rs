@@ -127,17 +127,10 @@ pub fn draw_data_parallel(path: &Path, title: &str, points: &[DataParallelPoint]
             "cannot draw the figure without measurements or with negative or non-finite ones",
         ));
     }
-    let mut svg = String::new();
-    draw(&mut svg, title, points)
-        .map_err(|e| WorkbookError::file(path, format!("cannot draw the figure: {e}")))?;
-    workbook::atomic_write::write(path, svg.as_bytes())
+    super::write_svg(path, |svg| draw(svg, title, points))
 }
 
-fn draw(
-    svg: &mut String,
-    title: &str,
-    points: &[DataParallelPoint],
-) -> std::result::Result<(), Box<dyn std::error::Error>> {
+fn draw(svg: &mut String, title: &str, points: &[DataParallelPoint]) -> super::DrawResult {
     let n_max = points.iter().map(|p| p.devices).max().unwrap_or(1) as f64;
     let root = SVGBackend::with_string(svg, (900, 560)).into_drawing_area();
     root.fill(&WHITE)?;

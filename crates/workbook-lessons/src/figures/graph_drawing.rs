@@ -122,13 +122,10 @@ pub fn draw_graph(path: &Path, drawing: &GraphDrawing) -> Result<()> {
             format!("edge {a} -> {b} names a node beyond the {n} drawn"),
         ));
     }
-    let mut svg = String::new();
-    draw(&mut svg, drawing)
-        .map_err(|e| WorkbookError::file(path, format!("cannot draw the figure: {e}")))?;
-    workbook::atomic_write::write(path, svg.as_bytes())
+    super::write_svg(path, |svg| draw(svg, drawing))
 }
 
-fn draw(svg: &mut String, d: &GraphDrawing) -> std::result::Result<(), Box<dyn std::error::Error>> {
+fn draw(svg: &mut String, d: &GraphDrawing) -> super::DrawResult {
     let root = SVGBackend::with_string(svg, (640, 560)).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)

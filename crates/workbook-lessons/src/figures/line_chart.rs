@@ -54,16 +54,10 @@ pub fn draw_line_chart(path: &Path, chart: &LineChart) -> Result<()> {
             "cannot draw a figure with non-finite values",
         ));
     }
-    let mut svg = String::new();
-    draw(&mut svg, chart)
-        .map_err(|e| WorkbookError::file(path, format!("cannot draw the figure: {e}")))?;
-    workbook::atomic_write::write(path, svg.as_bytes())
+    super::write_svg(path, |svg| draw(svg, chart))
 }
 
-fn draw(
-    svg: &mut String,
-    chart: &LineChart,
-) -> std::result::Result<(), Box<dyn std::error::Error>> {
+fn draw(svg: &mut String, chart: &LineChart) -> super::DrawResult {
     let all = || chart.series.iter().flat_map(|s| s.points.iter());
     let x_max = all().map(|p| p.0).fold(1.0, f64::max);
     let y_max = all().map(|p| p.1).fold(1.0, f64::max);

@@ -48,10 +48,7 @@ pub fn draw_prefetch_timeline(path: &Path, panels: &[(&str, &[StepTiming])]) -> 
             "cannot draw a timeline without steps or with non-finite times",
         ));
     }
-    let mut svg = String::new();
-    draw(&mut svg, panels)
-        .map_err(|e| WorkbookError::file(path, format!("cannot draw the figure: {e}")))?;
-    workbook::atomic_write::write(path, svg.as_bytes())
+    super::write_svg(path, |svg| draw(svg, panels))
 }
 
 /// `(a, b)` widened to at least `min` (centred), so that a short interval stays visible.
@@ -64,10 +61,7 @@ fn at_least(a: f64, b: f64, min: f64) -> (f64, f64) {
     }
 }
 
-fn draw(
-    svg: &mut String,
-    panels: &[(&str, &[StepTiming])],
-) -> std::result::Result<(), Box<dyn std::error::Error>> {
+fn draw(svg: &mut String, panels: &[(&str, &[StepTiming])]) -> super::DrawResult {
     let x_max = panels
         .iter()
         .flat_map(|(_, s)| s.iter())

@@ -72,17 +72,10 @@ pub fn draw_rank_times(path: &Path, title: &str, runs: &[RankRun]) -> Result<()>
              have one finite, non-negative time per rank",
         ));
     }
-    let mut svg = String::new();
-    draw(&mut svg, title, runs)
-        .map_err(|e| WorkbookError::file(path, format!("cannot draw the figure: {e}")))?;
-    workbook::atomic_write::write(path, svg.as_bytes())
+    super::write_svg(path, |svg| draw(svg, title, runs))
 }
 
-fn draw(
-    svg: &mut String,
-    title: &str,
-    runs: &[RankRun],
-) -> std::result::Result<(), Box<dyn std::error::Error>> {
+fn draw(svg: &mut String, title: &str, runs: &[RankRun]) -> super::DrawResult {
     let root = SVGBackend::with_string(svg, (900, 380)).into_drawing_area();
     root.fill(&WHITE)?;
     let root = root.titled(title, ("sans-serif", 18))?;

@@ -88,17 +88,10 @@ pub fn draw_roofline(path: &Path, title: &str, kernels: &[RooflineKernel]) -> Re
              positive number of milliseconds",
         ));
     }
-    let mut svg = String::new();
-    draw(&mut svg, title, kernels)
-        .map_err(|e| WorkbookError::file(path, format!("cannot draw the figure: {e}")))?;
-    workbook::atomic_write::write(path, svg.as_bytes())
+    super::write_svg(path, |svg| draw(svg, title, kernels))
 }
 
-fn draw(
-    svg: &mut String,
-    title: &str,
-    kernels: &[RooflineKernel],
-) -> std::result::Result<(), Box<dyn std::error::Error>> {
+fn draw(svg: &mut String, title: &str, kernels: &[RooflineKernel]) -> super::DrawResult {
     let root = SVGBackend::with_string(svg, (900, 400)).into_drawing_area();
     root.fill(&WHITE)?;
     let root = root.titled(title, ("sans-serif", 18))?;

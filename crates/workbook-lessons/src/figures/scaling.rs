@@ -48,10 +48,7 @@ pub fn draw_scaling(path: &Path, title: &str, points: &[ScalingPoint]) -> Result
             "draw_scaling needs at least one measurement".into(),
         ));
     }
-    let mut svg = String::new();
-    draw(&mut svg, title, points)
-        .map_err(|e| WorkbookError::file(path, format!("cannot draw the figure: {e}")))?;
-    workbook::atomic_write::write(path, svg.as_bytes())
+    super::write_svg(path, |svg| draw(svg, title, points))
 }
 
 fn series_names(points: &[ScalingPoint]) -> Vec<String> {
@@ -102,11 +99,7 @@ const PANEL: u32 = 330;
 /// Height of the legend under the panels (two rows of series).
 const LEGEND: u32 = 56;
 
-fn draw(
-    svg: &mut String,
-    title: &str,
-    points: &[ScalingPoint],
-) -> std::result::Result<(), Box<dyn std::error::Error>> {
+fn draw(svg: &mut String, title: &str, points: &[ScalingPoint]) -> super::DrawResult {
     // The panels one above the other at the column's width, and one legend under both, outside
     // the plots, so that it covers no line and is read at 14 px.
     let root = SVGBackend::with_string(svg, (WIDTH, 2 * PANEL + LEGEND)).into_drawing_area();

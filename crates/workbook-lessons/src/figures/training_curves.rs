@@ -13,7 +13,7 @@
 
 use plotters::prelude::*;
 use std::path::Path;
-use workbook::error::{Result, WorkbookError};
+use workbook::error::Result;
 use workbook::train::EpochStats;
 
 /// One model's history.
@@ -38,17 +38,10 @@ pub fn draw_training_curves(path: &Path, title: &str, curves: &[Curve]) -> Resul
 /// The SVG [`draw_training_curves`] writes, for a caller that writes it with other files as
 /// one unit ([`workbook::atomic_write::FileSet`]); `path` names it in errors.
 pub fn training_curves_svg(path: &Path, title: &str, curves: &[Curve]) -> Result<String> {
-    let mut svg = String::new();
-    draw(&mut svg, title, curves)
-        .map_err(|e| WorkbookError::file(path, format!("cannot draw the figure: {e}")))?;
-    Ok(svg)
+    super::render_svg(path, |svg| draw(svg, title, curves))
 }
 
-fn draw(
-    svg: &mut String,
-    title: &str,
-    curves: &[Curve],
-) -> std::result::Result<(), Box<dyn std::error::Error>> {
+fn draw(svg: &mut String, title: &str, curves: &[Curve]) -> super::DrawResult {
     let root = SVGBackend::with_string(svg, (960, 400)).into_drawing_area();
     root.fill(&WHITE)?;
     let (left, right) = root.split_horizontally(480);
