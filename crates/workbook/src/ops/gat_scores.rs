@@ -118,36 +118,35 @@ fn scores<T: Real>(
     if h == 0 {
         return out;
     }
-    let edge = |e: usize, se: &mut [T]| {
-        if let (Some(&j), Some(&i)) = (
-            csr.src().get(e + PREFETCH_AHEAD),
-            csr.dst().get(e + PREFETCH_AHEAD),
-        ) {
-            prefetch_row(xl, j as usize * width, width);
-            prefetch_row(xr, i as usize * width, width);
-        }
-        let (j, i) = (csr.src()[e] as usize, csr.dst()[e] as usize);
-        let (lj, ri) = (&xl[j * width..][..width], &xr[i * width..][..width]);
-        match (h, c) {
-            (8, 8) => edge_scores_fixed::<T, 64, 8>(lj, ri, att, slope, se),
-            _ => {
-                for (hh, s) in se.iter_mut().enumerate() {
-                    let r = hh * c..(hh + 1) * c;
-                    *s = ri[r.clone()]
-                        .iter()
-                        .zip(&lj[r.clone()])
-                        .zip(&att[r])
-                        .fold(T::zero(), |acc, ((&a, &b), &w)| {
-                            acc + leaky(a + b, slope) * w
-                        });
-                }
-            }
-        }
-    };
     out.par_chunks_mut(h)
         .with_min_len(MIN_ROWS_PER_TASK)
         .enumerate()
-        .for_each(|(e, se)| edge(e, se));
+        .for_each(|(e, se)| {
+            if let (Some(&j), Some(&i)) = (
+                csr.src().get(e + PREFETCH_AHEAD),
+                csr.dst().get(e + PREFETCH_AHEAD),
+            ) {
+                prefetch_row(xl, j as usize * width, width);
+                prefetch_row(xr, i as usize * width, width);
+            }
+            let (j, i) = (csr.src()[e] as usize, csr.dst()[e] as usize);
+            let (lj, ri) = (&xl[j * width..][..width], &xr[i * width..][..width]);
+            match (h, c) {
+                (8, 8) => edge_scores_fixed::<T, 64, 8>(lj, ri, att, slope, se),
+                _ => {
+                    for (hh, s) in se.iter_mut().enumerate() {
+                        let r = hh * c..(hh + 1) * c;
+                        *s = ri[r.clone()]
+                            .iter()
+                            .zip(&lj[r.clone()])
+                            .zip(&att[r])
+                            .fold(T::zero(), |acc, ((&a, &b), &w)| {
+                                acc + leaky(a + b, slope) * w
+                            });
+                    }
+                }
+            }
+        });
     out
 }
 
