@@ -161,6 +161,12 @@ impl GatherSchedule {
     /// let (src, dst): (Vec<u32>, Vec<u32>) = (1..n).map(|i| (i - 1, i)).unzip();
     /// let csr = Csr::new(&src, &dst, n as usize, &Device::Cpu).unwrap();
     /// assert_eq!(GatherSchedule::for_rows(csr.by_dst(), 64).prefetch_ahead, 0);
+    /// // 200 000 nodes (12 MB of rows) whose edges join ids far apart: requested ahead, as by
+    /// // default
+    /// let n = 200_000u32;
+    /// let (src, dst): (Vec<u32>, Vec<u32>) = (0..n).map(|i| (i, (i * 7919) % n)).unzip();
+    /// let csr = Csr::new(&src, &dst, n as usize, &Device::Cpu).unwrap();
+    /// assert_eq!(GatherSchedule::for_rows(csr.by_dst(), 64), GatherSchedule::default());
     /// ```
     pub fn for_rows(sorted: &Sorted, row_bytes: usize) -> Self {
         let (ptr, other) = (sorted.ptr(), sorted.other());
