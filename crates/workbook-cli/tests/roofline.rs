@@ -68,6 +68,7 @@ fn roofline_reports_bandwidth_and_each_kernels_fraction_of_it() {
         [
             "bandwidth",
             "csr_spmm",
+            "gcn_spmm",
             "gat_scores",
             "csr_softmax",
             "csr_spmm"
@@ -87,8 +88,12 @@ fn roofline_reports_bandwidth_and_each_kernels_fraction_of_it() {
         // the minimum is at least the edge weights or scores, 4 bytes per edge and head
         assert!(l["bytes_min"].as_u64().unwrap() >= 4 * edges * l["heads"].as_u64().unwrap());
     }
-    // GCN's aggregation (1 × 16) moves less than GATv2's (8 × 8)
-    assert!(lines[1]["bytes_min"].as_u64() < lines[4]["bytes_min"].as_u64());
+    // GCN's aggregation (1 × 16) moves less than GATv2's (8 × 8), and less again without
+    // reading edge weights and ids
+    assert!(lines[1]["bytes_min"].as_u64() < lines[5]["bytes_min"].as_u64());
+    assert_eq!(lines[2]["heads"], 1);
+    assert_eq!(lines[2]["channels"], 16);
+    assert!(lines[2]["bytes_min"].as_u64() < lines[1]["bytes_min"].as_u64());
 }
 
 #[test]
@@ -142,11 +147,12 @@ fn roofline_measures_the_gather_limit_and_each_kernels_fraction_of_it() {
     }
     // each kernel's latency bound: its gathered rows, one line per edge, at the best rate
     for l in all.iter().filter(|l| {
-        ["csr_spmm", "gat_scores", "csr_softmax"].contains(&l["roofline"].as_str().unwrap())
+        ["csr_spmm", "gcn_spmm", "gat_scores", "csr_softmax"]
+            .contains(&l["roofline"].as_str().unwrap())
     }) {
         let edges = l["edges"].as_f64().unwrap();
         let rows = match l["roofline"].as_str().unwrap() {
-            "csr_spmm" => 1.0,
+            "csr_spmm" | "gcn_spmm" => 1.0,
             "gat_scores" => 2.0,
             _ => 0.0,
         };

@@ -792,7 +792,8 @@ impl Model {
             return Ok(h);
         }
         Ok(match self.config.activation {
-            Activation::Relu => h.relu()?,
+            // candle's relu, with a one-pass gradient (ops::relu)
+            Activation::Relu => crate::ops::relu::relu(&h)?,
             // candle's elu, with a one-pass gradient (ops::elu)
             Activation::Elu => crate::ops::elu::elu(&h, 1.0)?,
             Activation::None => h,

@@ -7,7 +7,8 @@
 //! - **bandwidth**: STREAM's copy (`a = b`) and triad (`a = b + s·c`) over f32 arrays of
 //!   [`STREAM_ELEMENTS`] each (128 MiB, far beyond any cache), split over the threads; the best
 //!   of the repeats, counting bytes as STREAM does (each array read or written once);
-//! - **kernels**: `csr_spmm` at GCN's width (1 head × 16) and GATv2's (8 heads × 8), GATv2's
+//! - **kernels**: `csr_spmm` at GCN's width (1 head × 16) and GATv2's (8 heads × 8),
+//!   `gcn_spmm` (GCN's width without edge weights, as `GCNConv` runs it), GATv2's
 //!   `gat_scores` and `csr_softmax`, on a large graph (default `csbm:1000000`: 10⁶ nodes, 1.1·10⁷
 //!   edges with self-loops); the median time of the repeats.
 //!
@@ -23,7 +24,7 @@
 //! 512 MiB table, one to 64 independent chains per thread, on 4 KiB and 2 MiB pages; the best
 //! rate in lines per second is the **latency-bound limit**. Each kernel line adds
 //! `latency_bound_ms` (its gathered rows, one random line per edge, at that rate: one row for
-//! `csr_spmm`, two for `gat_scores`, none for `csr_softmax`) and `fraction_latency`
+//! `csr_spmm` and `gcn_spmm`, two for `gat_scores`, none for `csr_softmax`) and `fraction_latency`
 //! (bound / time; 1 would be the limit).
 //!
 //! Times: `ms` is the median wall time, `cpu_ms` the median of the process's CPU time divided
@@ -40,7 +41,7 @@
 //! and the default on 4 KiB pages once more.
 //!
 //! One JSON line per measurement: `"bandwidth"`, two `"gather"` (4 KiB, 2 MiB pages), then the
-//! kernels, each `csr_spmm` followed by its `"spmm_schedule"` lines.
+//! kernels, each `csr_spmm` followed by its `"spmm_schedule"` lines (and GCN's by `gcn_spmm`).
 
 use anyhow::{Context, Result};
 use serde_json::json;
@@ -49,7 +50,9 @@ use std::time::Instant;
 use workbook::candle_core::{DType, Device, Tensor};
 use workbook::device::Chosen;
 use workbook::ops::huge_pages::{advise_huge_pages, tensor_huge_page_bytes};
-use workbook::ops::{csr_softmax, csr_spmm, csr_spmm_scheduled, gat_scores, Csr, GatherSchedule};
+use workbook::ops::{
+    csr_softmax, csr_spmm, csr_spmm_scheduled, gat_scores, gcn_spmm, Csr, GatherSchedule,
+};
 
 use super::gather::{self, Pages};
 
@@ -274,6 +277,18 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         lines_per_s,
     };
     schedules(&ctx, h, c, &x, &w, true)?;
+    // The same width as GCNConv runs it without edge weights: each edge's weight formed from
+    // deg^-1/2 of its ends, so neither the [E] weights nor the edge ids are read.
+    let x_flat = x.reshape((n, h * c))?;
+    let s = time(repeats, threads, || Ok(gcn_spmm(&x_flat, &looped)?))?;
+    report(
+        "gcn_spmm",
+        h,
+        c,
+        s,
+        4 * (n + 1) + 4 * e + 4 * n + 2 * 4 * n * h * c,
+        1,
+    );
 
     // GATv2: 8 heads × 8 channels.
     let (h, c) = (8, 8);

@@ -340,13 +340,45 @@ impl GcnConv {
         Module::check_forward(self, "GCNConv parameters", x, edge_index, edge_weight)?;
         // x · Wᵀ, over x's non-zeros when it is sparse (bag-of-words features).
         let h = crate::ops::sparse_features::linear(x, &self.weight)?;
-        let edges = self.edges(edge_index, edge_weight, x.dtype())?;
-        let out = crate::ops::aggregate_sum(&h, &edges.edge_index, edges.weight.as_ref())?;
+        let out = match self.fused_graph(edge_index, edge_weight, h.dtype(), h.device())? {
+            Some(graph) => crate::ops::gcn_spmm(&h, &graph)?,
+            None => {
+                let edges = self.edges(edge_index, edge_weight, x.dtype())?;
+                crate::ops::aggregate_sum(&h, &edges.edge_index, edges.weight.as_ref())?
+            }
+        };
         Ok(match &self.bias {
             // candle's broadcast_add, with a cheaper bias gradient (ops::linear)
             Some(b) => crate::ops::linear::add_bias(&out, b)?,
             None => out,
         })
+    }
+
+    /// The graph (self-loops added as configured) for [`crate::ops::gcn_spmm`], which forms
+    /// each edge's weight from its ends instead of reading `gcn_norm`'s `[E]` weights: where it
+    /// applies, a normalising layer without edge weights or a cache, on the CPU in a dtype its
+    /// kernels take. The same values bit for bit as the path through `gcn_norm`.
+    fn fused_graph(
+        &self,
+        edge_index: &EdgeIndex,
+        edge_weight: Option<&Tensor>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Option<EdgeIndex>> {
+        let applies = self.config.normalize
+            && !self.config.cached
+            && edge_weight.is_none()
+            && device.is_cpu()
+            && edge_index.device().is_cpu()
+            && crate::ops::kernels_support(dtype, device);
+        if !applies {
+            return Ok(None);
+        }
+        Ok(Some(if self.config.add_self_loops {
+            edge_index.with_remaining_self_loops()?.edge_index.clone()
+        } else {
+            edge_index.clone()
+        }))
     }
 
     fn edges(

@@ -59,9 +59,19 @@ pub fn unweighted_gcn_norm(edge_index: &EdgeIndex, dtype: DType) -> Result<Tenso
 /// `dinv[j] · dinv[i]` per edge, with `dinv` from the row lengths of `ptr`; `floor` is the
 /// smallest value the degree is raised to before `^-0.5`, as the composed op's `maximum`.
 fn norm<T: Real>(ptr: &[u32], src: &[u32], dst: &[u32], floor: T) -> Vec<T> {
+    let dinv = inv_sqrt_degrees(ptr, floor);
+    src.par_iter()
+        .zip(dst)
+        .with_min_len(4096)
+        .map(|(&j, &i)| dinv[j as usize] * T::one() * dinv[i as usize])
+        .collect()
+}
+
+/// `deg^-1/2` of every node, 0 for a node without in-edges, from the row lengths of the
+/// destination-sorted `ptr`: the values of PyG's composed `deg.pow(-0.5)` with `inf` masked.
+pub(super) fn inv_sqrt_degrees<T: Real>(ptr: &[u32], floor: T) -> Vec<T> {
     let minus_half = T::from_f64(-0.5);
-    let dinv: Vec<T> = ptr
-        .par_windows(2)
+    ptr.par_windows(2)
         .map(|w| {
             let deg = T::from_f64(f64::from(w[1] - w[0]));
             // candle's maximum keeps the first value unless it is smaller
@@ -69,10 +79,5 @@ fn norm<T: Real>(ptr: &[u32], src: &[u32], dst: &[u32], floor: T) -> Vec<T> {
             let positive = if deg > T::zero() { T::one() } else { T::zero() };
             clamped.powf(minus_half) * positive
         })
-        .collect();
-    src.par_iter()
-        .zip(dst)
-        .with_min_len(4096)
-        .map(|(&j, &i)| dinv[j as usize] * T::one() * dinv[i as usize])
         .collect()
 }

@@ -14,6 +14,8 @@
 
 use super::csr::Sorted;
 use candle_core::{CpuStorage, DType, Device, Layout, Storage, Tensor, WithDType};
+use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// The CUDA source of the message-passing kernels, for NVRTC and for CI's compile check.
 pub const CUDA_MESSAGE_PASSING: &str = include_str!("../../kernels/message_passing.cu");
@@ -32,6 +34,8 @@ pub fn kernels_support(dtype: DType, device: &Device) -> bool {
 pub(crate) trait Real: WithDType {
     fn exp(self) -> Self;
     fn powf(self, e: Self) -> Self;
+    /// The float type's own `max` (`NaN.max(0) = 0`), as candle's `relu` calls it.
+    fn float_max(self, v: Self) -> Self;
     /// `self` folded with `v` as torch's max does: NaN wins, so a NaN score never vanishes.
     #[allow(clippy::eq_op)]
     fn fold_max(self, v: Self) -> Self {
@@ -50,6 +54,9 @@ impl Real for f32 {
     fn powf(self, e: Self) -> Self {
         f32::powf(self, e)
     }
+    fn float_max(self, v: Self) -> Self {
+        f32::max(self, v)
+    }
 }
 
 impl Real for f64 {
@@ -58,6 +65,9 @@ impl Real for f64 {
     }
     fn powf(self, e: Self) -> Self {
         f64::powf(self, e)
+    }
+    fn float_max(self, v: Self) -> Self {
+        f64::max(self, v)
     }
 }
 
@@ -228,6 +238,28 @@ pub(crate) fn prefetch_row<T>(data: &[T], start: usize, len: usize) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (data, start, len);
+}
+
+/// `n` rows of `width` values, each written once by `row(i, out_i)`, in parallel over rows; the
+/// buffer is never zeroed first. Zeroing it would cost a pass over the whole output, and the
+/// kernel writes every value anyway: on a 10⁶-node graph that pass was a large share of the
+/// gather's time (the kernel's pages zeroed by the operating system, then by `calloc`).
+pub(crate) fn rows_written_once<T: Real>(
+    n: usize,
+    width: usize,
+    row: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync,
+) -> Vec<T> {
+    let mut out = Vec::with_capacity(n * width);
+    out.spare_capacity_mut()[..n * width]
+        .par_chunks_mut(width)
+        .with_min_len(MIN_ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(i, o)| row(i, o));
+    // SAFETY: the capacity is at least `n * width`, and `row` wrote every element of each of
+    // the `n` chunks of `width` (each caller's `row` writes its whole `out` slice), so the
+    // first `n * width` elements are initialised.
+    unsafe { out.set_len(n * width) };
+    out
 }
 
 /// Rows handed to one rayon task: fewer and the scheduling costs more than the work.

@@ -10,7 +10,7 @@
 //! forward values with the same `matmul` call and additions, and its gradient computes `∂x`
 //! only when `x` needs it, `∂W` as candle does, and `∂b` as one pass over `G`'s rows.
 //! [`add_bias`] is the bias part alone (for layers whose product is a sparse one or an
-//! aggregation). The row sum adds the rows in order, as candle's sum does, so every value equals
+//! aggregation); [`super::product`] is the product alone. The row sum adds the rows in order, as candle's sum does, so every value equals
 //! the composed ops' bit for bit. Other devices and dtypes use the composed ops.
 //!
 //! ```
@@ -26,9 +26,11 @@
 //! assert_eq!(z.to_vec2::<f32>().unwrap(), [[2., 1.], [4., 3.]]);
 //! ```
 
-use super::kernel_support::{host_slice, with_host, Real};
+use super::kernel_support::{host_slice, with_host, Real, ELEMENTS_PER_TASK};
+use super::product::on_cpu;
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor};
+use rayon::prelude::*;
 
 /// `x · weightᵀ + bias` for `x` `[N, F]`, `weight` `[O, F]`, `bias` `[O]`: over the non-zeros
 /// of `x` when it holds sparse features ([`super::sparse_features`]), as one op (see the module
@@ -75,20 +77,50 @@ pub fn add_bias(y: &Tensor, bias: &Tensor) -> candle_core::Result<Tensor> {
     y.contiguous()?.apply_op2(&bias.contiguous()?, AddBias)
 }
 
-fn on_cpu(t: &Tensor) -> bool {
-    t.device().is_cpu() && matches!(t.dtype(), DType::F32 | DType::F64)
-}
-
-/// `y[i, :] += b`, as `broadcast_add` rounds it (`y + b`).
+/// `y[i, :] += b`, as `broadcast_add` rounds it (`y + b`), in parallel over blocks of rows.
 fn add_rows<T: Real>(y: &mut [T], b: &[T]) {
     if b.is_empty() {
         return;
     }
-    for row in y.chunks_mut(b.len()) {
-        for (a, &v) in row.iter_mut().zip(b) {
-            *a += v;
-        }
+    y.par_chunks_mut(rows_per_task(b.len()) * b.len())
+        .for_each(|rows| {
+            for row in rows.chunks_mut(b.len()) {
+                for (a, &v) in row.iter_mut().zip(b) {
+                    *a += v;
+                }
+            }
+        });
+}
+
+/// `y[i, :] + b` into a new buffer in one pass (no copy of `y` first), in parallel over blocks
+/// of rows; the same sums as [`add_rows`].
+fn plus_rows<T: Real>(y: &[T], b: &[T]) -> Vec<T> {
+    let width = b.len();
+    if width == 0 {
+        return Vec::new();
     }
+    let chunk = rows_per_task(width) * width;
+    let mut out = Vec::with_capacity(y.len());
+    out.spare_capacity_mut()[..y.len()]
+        .par_chunks_mut(chunk)
+        .zip(y.par_chunks(chunk))
+        .for_each(|(o, y)| {
+            for (orow, yrow) in o.chunks_mut(width).zip(y.chunks(width)) {
+                for ((o, &a), &v) in orow.iter_mut().zip(yrow).zip(b) {
+                    o.write(a + v);
+                }
+            }
+        });
+    // SAFETY: the capacity is at least `y.len()`, and each of the first `y.len()` elements was
+    // written: the chunks of `out` and `y` have equal lengths, so do their rows, and each row
+    // is at most `width = b.len()` long, so the zip with `b` writes every element of it.
+    unsafe { out.set_len(y.len()) };
+    out
+}
+
+/// Rows per parallel task: about [`ELEMENTS_PER_TASK`] values.
+fn rows_per_task(width: usize) -> usize {
+    (ELEMENTS_PER_TASK / width.max(1)).max(1)
 }
 
 /// `Σ_i g[i, :]`, the rows added in order (candle's `sum(0)` adds them in the same order).
@@ -211,16 +243,14 @@ impl CustomOp2 for AddBias {
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let out = match s1 {
-            CpuStorage::F32(_) => {
-                let mut y = host_slice::<f32>(s1, l1, "add_bias")?.to_vec();
-                add_rows(&mut y, host_slice::<f32>(s2, l2, "add_bias")?);
-                CpuStorage::F32(y)
-            }
-            CpuStorage::F64(_) => {
-                let mut y = host_slice::<f64>(s1, l1, "add_bias")?.to_vec();
-                add_rows(&mut y, host_slice::<f64>(s2, l2, "add_bias")?);
-                CpuStorage::F64(y)
-            }
+            CpuStorage::F32(_) => CpuStorage::F32(plus_rows(
+                host_slice::<f32>(s1, l1, "add_bias")?,
+                host_slice::<f32>(s2, l2, "add_bias")?,
+            )),
+            CpuStorage::F64(_) => CpuStorage::F64(plus_rows(
+                host_slice::<f64>(s1, l1, "add_bias")?,
+                host_slice::<f64>(s2, l2, "add_bias")?,
+            )),
             other => candle_core::bail!(
                 "add_bias supports f32 and f64 on the CPU, got {:?}",
                 other.dtype()

@@ -14,7 +14,7 @@
 //! Which tensors are sparse is remembered by tensor id (ids are never reused, so a stale entry
 //! can only miss): the first call on a feature tensor counts its zeros once; tensors that carry a
 //! gradient tape, are small, are not f32 on the CPU, or are more than [`MAX_DENSITY`] non-zero
-//! take candle's dense `matmul` as before.
+//! take the dense product ([`super::product::product`]).
 //!
 //! Input dropout ([`dropout`]) draws the same mask as [`Dropout::apply`] — element `k` of the
 //! tensor keeps the `k`-th draw of the generator's stream, and the stream advances past all
@@ -210,11 +210,11 @@ fn cache_put(x: &Tensor, s: Option<SparseFeatures>) {
 }
 
 /// `x · weightᵀ` for `x` `[N, F]` and `weight` `[O, F]`: over the non-zeros of `x` when it is
-/// sparse (see the module docs), candle's `matmul` otherwise.
+/// sparse (see the module docs), a dense product otherwise ([`super::product::product`]).
 pub fn linear(x: &Tensor, weight: &Tensor) -> candle_core::Result<Tensor> {
     let sparse = match SparseFeatures::of(x) {
         Some(s) if weight.dtype() == DType::F32 && weight.device().is_cpu() => s,
-        _ => return x.matmul(&weight.t()?),
+        _ => return super::product::product(x, weight),
     };
     let (_, f) = weight.dims2()?;
     if f != sparse.pattern.f {

@@ -26,8 +26,8 @@
 
 use super::csr::{Csr, Sorted};
 use super::kernel_support::{
-    host_slice, prefetch_row, GatherSchedule, Real, MAX_BLOCK_ROWS, MIN_ROWS_PER_TASK,
-    PREFETCH_AHEAD,
+    host_slice, prefetch_row, rows_written_once, GatherSchedule, Real, MAX_BLOCK_ROWS,
+    MIN_ROWS_PER_TASK, PREFETCH_AHEAD,
 };
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
@@ -128,11 +128,70 @@ impl Spmm {
     }
 }
 
+/// Where a gather's edge weights come from: an `[E, H]` tensor ([`PerEdge`]), or GCN's
+/// `deg^-1/2` of the edge's two ends ([`Symmetric`], `super::gcn_spmm`).
+pub(super) trait EdgeWeights<T>: Sync {
+    /// Whether the weights are found by edge id: if not, the gather never reads the ids.
+    const BY_EDGE_ID: bool;
+    /// Requests what [`Self::heads`] will read for edge `e` from node `j`.
+    fn prefetch(&self, e: usize, j: usize);
+    /// The `H` head weights of edge `e` between row `i` and node `j`.
+    fn heads<const H: usize>(&self, e: usize, i: usize, j: usize) -> [T; H];
+    /// Head `hh`'s weight of that edge, for any number of heads.
+    fn head(&self, e: usize, i: usize, j: usize, hh: usize) -> T;
+}
+
+/// Weights read from `w` `[E, h]` by edge id.
+pub(super) struct PerEdge<'a, T> {
+    pub(super) w: &'a [T],
+    pub(super) h: usize,
+}
+
+impl<T: Real> EdgeWeights<T> for PerEdge<'_, T> {
+    const BY_EDGE_ID: bool = true;
+    #[inline(always)]
+    fn prefetch(&self, e: usize, _: usize) {
+        prefetch_row(self.w, e * self.h, self.h);
+    }
+    #[inline(always)]
+    fn heads<const H: usize>(&self, e: usize, _: usize, _: usize) -> [T; H] {
+        let we = &self.w[e * H..][..H];
+        std::array::from_fn(|t| we[t])
+    }
+    #[inline(always)]
+    fn head(&self, e: usize, _: usize, _: usize, hh: usize) -> T {
+        self.w[e * self.h + hh]
+    }
+}
+
+/// One weight per edge `j - i`, `dinv[j] · dinv[i]`: GCN's normalisation without edge weights,
+/// formed from the two ends instead of read from an `[E]` tensor. The same product as
+/// [`super::gcn_norm::unweighted_gcn_norm`]'s, whichever end is the row (IEEE products commute).
+pub(super) struct Symmetric<'a, T> {
+    pub(super) dinv: &'a [T],
+}
+
+impl<T: Real> EdgeWeights<T> for Symmetric<'_, T> {
+    const BY_EDGE_ID: bool = false;
+    #[inline(always)]
+    fn prefetch(&self, _: usize, j: usize) {
+        prefetch_row(self.dinv, j, 1);
+    }
+    #[inline(always)]
+    fn heads<const H: usize>(&self, _: usize, i: usize, j: usize) -> [T; H] {
+        [self.dinv[j] * self.dinv[i]; H]
+    }
+    #[inline(always)]
+    fn head(&self, _: usize, i: usize, j: usize, _: usize) -> T {
+        self.dinv[j] * self.dinv[i]
+    }
+}
+
 /// What one destination row's gather reads: the node rows `x`, the edge weights `w`, and the
 /// sorted edges.
-struct Gather<'a, T> {
+struct Gather<'a, T, W> {
     x: &'a [T],
-    w: &'a [T],
+    w: W,
     ptr: &'a [u32],
     other: &'a [u32],
     edge: &'a [u32],
@@ -141,10 +200,10 @@ struct Gather<'a, T> {
     ahead: usize,
 }
 
-impl<'a, T: Real> Gather<'a, T> {
+impl<'a, T: Real, W: EdgeWeights<T>> Gather<'a, T, W> {
     fn new(
         x: &'a [T],
-        w: &'a [T],
+        w: W,
         sorted: &'a Sorted,
         h: usize,
         c: usize,
@@ -166,22 +225,33 @@ impl<'a, T: Real> Gather<'a, T> {
     #[inline(always)]
     fn prefetch(&self, k: usize) {
         if self.ahead > 0 {
-            if let (Some(&j), Some(&e)) = (self.other.get(k), self.edge.get(k)) {
+            if let Some(&j) = self.other.get(k) {
                 let width = self.h * self.c;
                 prefetch_row(self.x, j as usize * width, width);
-                prefetch_row(self.w, e as usize * self.h, self.h);
+                self.w.prefetch(self.edge_id(k), j as usize);
             }
+        }
+    }
+
+    /// Sorted edge `k`'s id, where the weights are found by it (0 otherwise: never read).
+    #[inline(always)]
+    fn edge_id(&self, k: usize) -> usize {
+        if W::BY_EDGE_ID {
+            self.edge[k] as usize
+        } else {
+            0
         }
     }
 
     /// Adds edge `k`'s message to `row` (any width): x · w, then +=, the rounding of candle's
     /// broadcast_mul + index_add. Slices per head, no division per edge.
     #[inline(always)]
-    fn add_any(&self, row: &mut [T], k: usize) {
+    fn add_any(&self, row: &mut [T], i: usize, k: usize) {
         let (h, c) = (self.h, self.c);
-        let (e, j) = (self.edge[k] as usize, self.other[k] as usize);
+        let (e, j) = (self.edge_id(k), self.other[k] as usize);
         let xj = &self.x[j * h * c..][..h * c];
-        for (hh, &wv) in self.w[e * h..][..h].iter().enumerate() {
+        for hh in 0..h {
+            let wv = self.w.head(e, i, j, hh);
             let o = &mut row[hh * c..][..c];
             for (o, &xv) in o.iter_mut().zip(&xj[hh * c..][..c]) {
                 *o += xv * wv;
@@ -193,28 +263,32 @@ impl<'a, T: Real> Gather<'a, T> {
     fn row_any(&self, i: usize, out: &mut [T]) {
         for k in self.ptr[i] as usize..self.ptr[i + 1] as usize {
             self.prefetch(k + self.ahead);
-            self.add_any(out, k);
+            self.add_any(out, i, k);
         }
     }
 
-    /// Row `i`'s sum into `out`, for `W = h · c` values in heads of `C`, both known when
+    /// Row `i`'s sum into `out`, for `N = h · c` values in `H` heads of `C`, all known when
     /// compiled: the loop over a row unrolls and the sum stays in registers until the row is
     /// done, instead of a load and a store of `out` per edge. The same additions in the same
     /// order as [`Self::row_any`], so the same bits.
-    fn row_fixed<const W: usize, const C: usize>(&self, i: usize, out: &mut [MaybeUninit<T>]) {
+    fn row_fixed<const N: usize, const C: usize, const H: usize>(
+        &self,
+        i: usize,
+        out: &mut [MaybeUninit<T>],
+    ) {
         // every value of the row is written below: what `rows_written_once` relies on
         assert_eq!(
             out.len(),
-            W,
-            "csr_spmm: a row of {} values for width {W}",
+            N,
+            "csr_spmm: a row of {} values for width {N}",
             out.len()
         );
-        let mut acc = [T::zero(); W];
+        let mut acc = [T::zero(); N];
         for k in self.ptr[i] as usize..self.ptr[i + 1] as usize {
             self.prefetch(k + self.ahead);
-            let (e, j) = (self.edge[k] as usize, self.other[k] as usize);
-            let xj = &self.x[j * W..][..W];
-            let we = &self.w[e * (W / C)..][..W / C];
+            let (e, j) = (self.edge_id(k), self.other[k] as usize);
+            let xj = &self.x[j * N..][..N];
+            let we = self.w.heads::<H>(e, i, j);
             for (t, a) in acc.iter_mut().enumerate() {
                 *a += xj[t] * we[t / C];
             }
@@ -233,46 +307,29 @@ fn for_each_row<T: Real>(out: &mut [T], width: usize, row: impl Fn(usize, &mut [
         .for_each(|(i, o)| row(i, o));
 }
 
-/// `n` rows of `width` values, each written once by `row(i, out_i)`, in parallel over rows; the
-/// buffer is never zeroed first. Zeroing it would cost a pass over the whole output, and the
-/// kernel writes every value anyway: on a 10⁶-node graph that pass was a large share of the
-/// gather's time (the kernel's pages zeroed by the operating system, then by `calloc`).
-fn rows_written_once<T: Real>(
-    n: usize,
-    width: usize,
-    row: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync,
-) -> Vec<T> {
-    let mut out = Vec::with_capacity(n * width);
-    out.spare_capacity_mut()[..n * width]
-        .par_chunks_mut(width)
-        .with_min_len(MIN_ROWS_PER_TASK)
-        .enumerate()
-        .for_each(|(i, o)| row(i, o));
-    // SAFETY: the capacity is at least `n * width`, and `row` wrote every element of each of
-    // the `n` chunks of `width` (`Gather::row_fixed` writes its whole `out` slice), so the
-    // first `n * width` elements are initialised.
-    unsafe { out.set_len(n * width) };
-    out
-}
-
-fn spmm<T: Real>(
+/// The gather of every row of `sorted`, `h` heads of `c` values per node, in the general loop.
+pub(super) fn spmm<T: Real, W: EdgeWeights<T>>(
     x: &[T],
-    w: &[T],
+    w: W,
     sorted: &Sorted,
     h: usize,
     c: usize,
     schedule: GatherSchedule,
 ) -> Vec<T> {
-    let n = sorted.ptr().len() - 1;
-    let width = h * c;
+    general(&Gather::new(x, w, sorted, h, c, schedule), schedule)
+}
+
+/// Every row through [`Gather::row_any`], or the interleaved schedule.
+fn general<T: Real, W: EdgeWeights<T>>(g: &Gather<'_, T, W>, schedule: GatherSchedule) -> Vec<T> {
+    let n = g.ptr.len() - 1;
+    let width = g.h * g.c;
     if width == 0 {
         return Vec::new();
     }
-    let g = Gather::new(x, w, sorted, h, c, schedule);
     let mut out = vec![T::zero(); n * width];
     let rows = schedule.block_rows.clamp(1, MAX_BLOCK_ROWS);
     if rows > 1 {
-        interleaved(&g, &mut out, rows);
+        interleaved(g, &mut out, rows);
     } else {
         for_each_row(&mut out, width, |i, o| g.row_any(i, o));
     }
@@ -284,9 +341,9 @@ fn spmm<T: Real>(
 /// 64 (hidden channels), 8 heads of 8 (GATv2's default). Any other width, and the interleaved
 /// schedules, take the general loop. `f64` (tests, gradient checks) always does: compiling
 /// every width twice would lengthen every build for no program's benefit.
-fn spmm_f32(
+pub(super) fn spmm_f32<W: EdgeWeights<f32>>(
     x: &[f32],
-    w: &[f32],
+    w: W,
     sorted: &Sorted,
     h: usize,
     c: usize,
@@ -294,40 +351,40 @@ fn spmm_f32(
 ) -> Vec<f32> {
     let n = sorted.ptr().len() - 1;
     let width = h * c;
+    let g = Gather::new(x, w, sorted, h, c, schedule);
     if schedule.block_rows == 1 {
-        let g = Gather::new(x, w, sorted, h, c, schedule);
         macro_rules! compiled {
-            ($(($w:literal, $c:literal)),*) => {
+            ($(($w:literal, $c:literal, $h:literal)),*) => {
                 match (width, c) {
                     $(($w, $c) => {
-                        return rows_written_once(n, width, |i, o| g.row_fixed::<$w, $c>(i, o))
+                        return rows_written_once(n, width, |i, o| g.row_fixed::<$w, $c, $h>(i, o))
                     })*
                     _ => {}
                 }
             };
         }
         compiled!(
-            (1, 1),
-            (2, 2),
-            (3, 3),
-            (4, 4),
-            (5, 5),
-            (6, 6),
-            (7, 7),
-            (8, 8),
-            (16, 16),
-            (32, 32),
-            (64, 64),
-            (64, 8)
+            (1, 1, 1),
+            (2, 2, 1),
+            (3, 3, 1),
+            (4, 4, 1),
+            (5, 5, 1),
+            (6, 6, 1),
+            (7, 7, 1),
+            (8, 8, 1),
+            (16, 16, 1),
+            (32, 32, 1),
+            (64, 64, 1),
+            (64, 8, 8)
         );
     }
-    spmm(x, w, sorted, h, c, schedule)
+    general(&g, schedule)
 }
 
 /// The gather with `rows` destination rows walked together, an edge of each in turn. Each row
 /// still adds its edges in their order, so its sum is the same; the requests run `ahead` edges
 /// in front of the block's edges counted in storage order, which the turns only permute.
-fn interleaved<T: Real>(g: &Gather<'_, T>, out: &mut [T], rows: usize) {
+fn interleaved<T: Real, W: EdgeWeights<T>>(g: &Gather<'_, T, W>, out: &mut [T], rows: usize) {
     let width = g.h * g.c;
     out.par_chunks_mut(width * rows)
         .with_min_len(MIN_ROWS_PER_TASK.div_ceil(rows))
@@ -348,7 +405,7 @@ fn interleaved<T: Real>(g: &Gather<'_, T>, out: &mut [T], rows: usize) {
                 for (r, row) in block.chunks_mut(width).enumerate() {
                     if next[r] < end[r] {
                         g.prefetch(done + g.ahead);
-                        g.add_any(row, next[r]);
+                        g.add_any(row, first + r, next[r]);
                         next[r] += 1;
                         done += 1;
                         left -= 1;
@@ -410,7 +467,10 @@ impl CustomOp2 for Spmm {
         let out = match (s1, s2) {
             (CpuStorage::F32(_), CpuStorage::F32(_)) => CpuStorage::F32(spmm_f32(
                 host_slice(s1, l1, "csr_spmm")?,
-                host_slice(s2, l2, "csr_spmm")?,
+                PerEdge {
+                    w: host_slice(s2, l2, "csr_spmm")?,
+                    h,
+                },
                 self.sorted(),
                 h,
                 c,
@@ -418,7 +478,10 @@ impl CustomOp2 for Spmm {
             )),
             (CpuStorage::F64(_), CpuStorage::F64(_)) => CpuStorage::F64(spmm(
                 host_slice(s1, l1, "csr_spmm")?,
-                host_slice(s2, l2, "csr_spmm")?,
+                PerEdge {
+                    w: host_slice(s2, l2, "csr_spmm")?,
+                    h,
+                },
                 self.sorted(),
                 h,
                 c,
