@@ -431,6 +431,11 @@ fn unweighted_gcn_norm_equals_the_composed_normalisation() {
     // and one edge out of a node nothing points to: without loops its dinv is 0
     g.src.push(g.n as u32 - 1);
     g.dst.push(0);
+    // and a node of more in-edges than the table of small degrees holds
+    for k in 0..1500 {
+        g.src.push(k % 40);
+        g.dst.push(5);
+    }
     let wide = |v: &[u32]| v.iter().map(|&x| x as i64).collect::<Vec<_>>();
     let plain = EdgeIndex::new(&wide(&g.src), &wide(&g.dst), g.n, &Device::Cpu).unwrap();
     let looped = plain

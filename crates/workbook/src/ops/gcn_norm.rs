@@ -69,15 +69,29 @@ fn norm<T: Real>(ptr: &[u32], src: &[u32], dst: &[u32], floor: T) -> Vec<T> {
 
 /// `deg^-1/2` of every node, 0 for a node without in-edges, from the row lengths of the
 /// destination-sorted `ptr`: the values of PyG's composed `deg.pow(-0.5)` with `inf` masked.
+/// Degrees below [`DEGREE_TABLE`] (nearly every node of a real graph) take their value from a
+/// table of the same `powf` calls made once, instead of one `powf` per node: on 10⁶ nodes the
+/// calls were a twentieth of GCN's forward pass.
 pub(super) fn inv_sqrt_degrees<T: Real>(ptr: &[u32], floor: T) -> Vec<T> {
     let minus_half = T::from_f64(-0.5);
+    let value = |deg: u32| {
+        let deg = T::from_f64(f64::from(deg));
+        // candle's maximum keeps the first value unless it is smaller
+        let clamped = if deg < floor { floor } else { deg };
+        let positive = if deg > T::zero() { T::one() } else { T::zero() };
+        clamped.powf(minus_half) * positive
+    };
+    let table: Vec<T> = (0..DEGREE_TABLE as u32).map(value).collect();
     ptr.par_windows(2)
         .map(|w| {
-            let deg = T::from_f64(f64::from(w[1] - w[0]));
-            // candle's maximum keeps the first value unless it is smaller
-            let clamped = if deg < floor { floor } else { deg };
-            let positive = if deg > T::zero() { T::one() } else { T::zero() };
-            clamped.powf(minus_half) * positive
+            let deg = w[1] - w[0];
+            table
+                .get(deg as usize)
+                .copied()
+                .unwrap_or_else(|| value(deg))
         })
         .collect()
 }
+
+/// Degrees whose `deg^-1/2` [`inv_sqrt_degrees`] looks up.
+const DEGREE_TABLE: usize = 1024;
