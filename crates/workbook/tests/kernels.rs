@@ -61,6 +61,20 @@ fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
         .unwrap()
 }
 
+/// Every value's bits (as `f64`, exact for `f32` too): for the tests that ask for equality bit
+/// for bit.
+fn bits(t: &Tensor) -> Vec<u64> {
+    t.flatten_all()
+        .unwrap()
+        .to_dtype(DType::F64)
+        .unwrap()
+        .to_vec1::<f64>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
+}
+
 fn tol(dtype: DType) -> f64 {
     if dtype == DType::F64 {
         1e-12
@@ -186,17 +200,6 @@ fn gat_scores_match_the_composed_leaky_relu_dot_with_gradients() {
 /// given the same score gradient. A graph large enough that the `∂a` sum has several chunks.
 #[test]
 fn gat_scores_compiled_gradients_equal_the_general_loop_bit_for_bit() {
-    let bits = |t: &Tensor| {
-        t.flatten_all()
-            .unwrap()
-            .to_dtype(DType::F64)
-            .unwrap()
-            .to_vec1::<f64>()
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits())
-            .collect::<Vec<_>>()
-    };
     let g = random_graph(12, 900, 5000);
     let csr = Arc::new(Csr::new(&g.src, &g.dst, g.n, &Device::Cpu).unwrap());
     let e = csr.num_edges();
@@ -501,17 +504,6 @@ fn gcn_spmm_equals_csr_spmm_with_the_normalised_weights_forward_and_backward() {
         .unwrap()
         .edge_index
         .clone();
-    let bits = |t: &Tensor| {
-        t.flatten_all()
-            .unwrap()
-            .to_dtype(DType::F64)
-            .unwrap()
-            .to_vec1::<f64>()
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits())
-            .collect::<Vec<_>>()
-    };
     // every compiled width (1..8, 16, 32, 64) and the general loop (12, 40)
     for f in [1, 3, 8, 12, 16, 32, 40, 64] {
         for dtype in [DType::F32, DType::F64] {

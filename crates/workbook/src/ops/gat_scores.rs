@@ -192,6 +192,17 @@ enum Wrt {
 /// Edges per chunk of the `∂a` sum: fixed, so the summation order is too.
 const ATT_CHUNK: usize = 2048;
 
+/// The `∂a` chunks' partial sums added in chunk order: a fixed order, whatever the threads.
+fn sum_in_order<T: Real, P: AsRef<[T]>>(partials: Vec<P>, width: usize) -> Vec<T> {
+    let mut out = vec![T::zero(); width];
+    for p in partials {
+        for (o, &v) in out.iter_mut().zip(p.as_ref()) {
+            *o += v;
+        }
+    }
+    out
+}
+
 #[allow(clippy::too_many_arguments)]
 fn scores_grad<T: Real>(
     g: &[T],
@@ -232,13 +243,7 @@ fn scores_grad<T: Real>(
                 acc
             })
             .collect();
-        let mut out = vec![T::zero(); width];
-        for p in partials {
-            for (o, v) in out.iter_mut().zip(p) {
-                *o += v;
-            }
-        }
-        return out;
+        return sum_in_order(partials, width);
     }
     // ∂x_l[j] sums over the edges out of j, ∂x_r[i] over the edges into i.
     let (sorted, node_is_src) = match wrt {
@@ -314,13 +319,7 @@ fn scores_grad_fixed<T: Real, const N: usize, const C: usize, const H: usize>(
                 acc
             })
             .collect();
-        let mut out = vec![T::zero(); N];
-        for p in partials {
-            for (o, v) in out.iter_mut().zip(p) {
-                *o += v;
-            }
-        }
-        return out;
+        return sum_in_order(partials, N);
     }
     let (sorted, node_is_src) = match wrt {
         Wrt::XL => (csr.by_src(), true),

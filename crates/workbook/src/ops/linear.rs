@@ -203,21 +203,7 @@ impl CustomOp3 for Linear {
         grad: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let grad = grad.contiguous()?;
-        // The products candle's matmul backward forms (`G · (Wᵀ)ᵀ`, `(xᵀ · G)ᵀ`), each only
-        // when its argument needs it. Detached: they read tensors of the forward graph, and a
-        // parameter's gradient that kept that graph alive would keep every step's graph alive
-        // through the optimiser's state.
-        let (x_c, w_c) = (x.detach(), weight.detach());
-        let dx = if x.track_op() {
-            Some(grad.matmul(&w_c)?)
-        } else {
-            None
-        };
-        let dw = if weight.track_op() {
-            Some(x_c.t()?.matmul(&grad)?.t()?)
-        } else {
-            None
-        };
+        let (dx, dw) = super::product::product_grads(x, weight, &grad)?;
         let db = if bias.track_op() {
             Some(bias_grad(&grad, bias)?)
         } else {

@@ -47,6 +47,29 @@ pub(super) fn on_cpu(t: &Tensor) -> bool {
     t.device().is_cpu() && matches!(t.dtype(), DType::F32 | DType::F64)
 }
 
+/// `∂x = G · W` and `∂W = (xᵀ · G)ᵀ`, the products candle's `matmul` backward forms (for the
+/// call `x.matmul(&weight.t())`), each only when its argument needs it; `grad` contiguous.
+pub(super) fn product_grads(
+    x: &Tensor,
+    weight: &Tensor,
+    grad: &Tensor,
+) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+    // Detached: they read tensors of the forward graph, and a parameter's gradient that kept
+    // that graph alive would keep every step's graph alive through the optimiser's state.
+    let (x_c, w_c) = (x.detach(), weight.detach());
+    let dx = if x.track_op() {
+        Some(grad.matmul(&w_c)?)
+    } else {
+        None
+    };
+    let dw = if weight.track_op() {
+        Some(x_c.t()?.matmul(grad)?.t()?)
+    } else {
+        None
+    };
+    Ok((dx, dw))
+}
+
 /// The op of [`product`]: arguments `x`, `weight`.
 struct Product;
 
@@ -76,22 +99,7 @@ impl CustomOp2 for Product {
         _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        let grad = grad.contiguous()?;
-        // Each product only when its argument needs it. Detached: they read tensors of the forward
-        // graph, and a parameter's gradient that kept that graph alive would keep every step's
-        // graph alive through the optimiser's state.
-        let (x_c, w_c) = (x.detach(), weight.detach());
-        let dx = if x.track_op() {
-            Some(grad.matmul(&w_c)?)
-        } else {
-            None
-        };
-        let dw = if weight.track_op() {
-            Some(x_c.t()?.matmul(&grad)?.t()?)
-        } else {
-            None
-        };
-        Ok((dx, dw))
+        product_grads(x, weight, &grad.contiguous()?)
     }
 }
 
