@@ -192,6 +192,26 @@ enum Wrt {
 /// Edges per chunk of the `∂a` sum: fixed, so the summation order is too.
 const ATT_CHUNK: usize = 2048;
 
+/// [`scores_grad`] in `f32`, with GATv2's 8 heads of 8 compiled for their width
+/// ([`scores_grad_fixed`]). `f64` (tests, gradient checks) takes the general loop: compiling
+/// the fixed width twice would lengthen every build for no program's benefit.
+#[allow(clippy::too_many_arguments)]
+fn scores_grad_f32(
+    g: &[f32],
+    xl: &[f32],
+    xr: &[f32],
+    att: &[f32],
+    csr: &Csr,
+    wrt: Wrt,
+    (h, c): (usize, usize),
+    slope: f32,
+) -> Vec<f32> {
+    if (h, c) == (8, 8) {
+        return scores_grad_fixed::<f32, 64, 8, 8>(g, xl, xr, att, csr, wrt, slope);
+    }
+    scores_grad(g, xl, xr, att, csr, wrt, (h, c), slope)
+}
+
 /// The `∂a` chunks' partial sums added in chunk order: a fixed order, whatever the threads.
 fn sum_in_order<T: Real, P: AsRef<[T]>>(partials: Vec<P>, width: usize) -> Vec<T> {
     let mut out = vec![T::zero(); width];
@@ -217,9 +237,6 @@ fn scores_grad<T: Real>(
     let width = h * c;
     if width == 0 {
         return Vec::new();
-    }
-    if (h, c) == (8, 8) {
-        return scores_grad_fixed::<T, 64, 8, 8>(g, xl, xr, att, csr, wrt, slope);
     }
     if wrt == Wrt::Att {
         let e = csr.num_edges();
@@ -465,12 +482,12 @@ impl CustomOp1 for ScoresGrad {
         };
         let csr = &*self.csr;
         macro_rules! run {
-            ($t:ty, $ctor:ident) => {{
+            ($t:ty, $ctor:ident, $grad:ident) => {{
                 let g = host_slice::<$t>(s, l, "gat_scores")?;
                 with_host::<$t, _>(&self.x_l, "gat_scores", |xl| {
                     with_host::<$t, _>(&self.x_r, "gat_scores", |xr| {
                         with_host::<$t, _>(&self.att, "gat_scores", |att| {
-                            Ok(CpuStorage::$ctor(scores_grad(
+                            Ok(CpuStorage::$ctor($grad(
                                 g,
                                 xl,
                                 xr,
@@ -486,8 +503,8 @@ impl CustomOp1 for ScoresGrad {
             }};
         }
         let out = match s {
-            CpuStorage::F32(_) => run!(f32, F32),
-            CpuStorage::F64(_) => run!(f64, F64),
+            CpuStorage::F32(_) => run!(f32, F32, scores_grad_f32),
+            CpuStorage::F64(_) => run!(f64, F64, scores_grad),
             other => candle_core::bail!(
                 "gat_scores on the CPU supports f32 and f64, got {:?}",
                 other.dtype()
