@@ -16,6 +16,11 @@
 //! Parameters carry PyG's names, so a PyG `state_dict` loads unchanged: `lin.weight`
 //! `[out, in]` and `bias` `[out]`.
 //!
+//! On the CPU without edge weights, the aggregation is [`crate::ops::gcn_spmm`], which forms
+//! each edge's weight from the `deg^-1/2` of its two ends instead of writing and reading the
+//! `[E]` weights [`gcn_norm`] returns: the same values bit for bit, without a pass over the
+//! edges per call.
+//!
 //! `cached` keeps the normalised edges after the first call, as PyG does for transductive
 //! training. PyG then silently reuses them for any graph; this layer refuses a graph of another
 //! size instead (see [`GcnConv::forward`]).
