@@ -16,7 +16,7 @@
 //! Parameters carry PyG's names, so a PyG `state_dict` loads unchanged: `lin.weight`
 //! `[out, in]` and `bias` `[out]`.
 //!
-//! On the CPU without edge weights, the aggregation is [`crate::ops::gcn_spmm`], which forms
+//! On the CPU without edge weights, the aggregation is [`crate::ops::gcn_spmm()`], which forms
 //! each edge's weight from the `deg^-1/2` of its two ends instead of writing and reading the
 //! `[E]` weights [`gcn_norm`] returns: the same values bit for bit, without a pass over the
 //! edges per call.
@@ -359,7 +359,7 @@ impl GcnConv {
         })
     }
 
-    /// The graph (self-loops added as configured) for [`crate::ops::gcn_spmm`], which forms
+    /// The graph (self-loops added as configured) for [`crate::ops::gcn_spmm()`], which forms
     /// each edge's weight from its ends instead of reading `gcn_norm`'s `[E]` weights: where it
     /// applies, a normalising layer without edge weights or a cache, on the CPU in a dtype its
     /// kernels take. The same values bit for bit as the path through `gcn_norm`.
