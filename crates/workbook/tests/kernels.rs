@@ -425,11 +425,22 @@ fn huge_page_advice_changes_no_value() {
     assert!(none.note.is_some() && !none.collapsed);
 }
 
+/// `g` as an edge index, and the same with GCN's remaining self-loops added.
+fn plain_and_looped(g: &Case) -> (workbook::EdgeIndex, workbook::EdgeIndex) {
+    let wide = |v: &[u32]| v.iter().map(|&x| x as i64).collect::<Vec<_>>();
+    let plain = workbook::EdgeIndex::new(&wide(&g.src), &wide(&g.dst), g.n, &Device::Cpu).unwrap();
+    let looped = plain
+        .with_remaining_self_loops()
+        .unwrap()
+        .edge_index
+        .clone();
+    (plain, looped)
+}
+
 #[test]
 fn unweighted_gcn_norm_equals_the_composed_normalisation() {
     use workbook::ops::aggregate_sum;
     use workbook::ops::gcn_norm::unweighted_gcn_norm;
-    use workbook::EdgeIndex;
     let mut g = random_graph(8, 50, 300);
     // and one edge out of a node nothing points to: without loops its dinv is 0
     g.src.push(g.n as u32 - 1);
@@ -439,13 +450,7 @@ fn unweighted_gcn_norm_equals_the_composed_normalisation() {
         g.src.push(k % 40);
         g.dst.push(5);
     }
-    let wide = |v: &[u32]| v.iter().map(|&x| x as i64).collect::<Vec<_>>();
-    let plain = EdgeIndex::new(&wide(&g.src), &wide(&g.dst), g.n, &Device::Cpu).unwrap();
-    let looped = plain
-        .with_remaining_self_loops()
-        .unwrap()
-        .edge_index
-        .clone();
+    let (plain, looped) = plain_and_looped(&g);
     for dtype in [DType::F32, DType::F64] {
         // with loops, and without: then some nodes have no in-edges and their dinv is 0
         for edges in [&looped, &plain] {
@@ -492,18 +497,11 @@ fn unweighted_gcn_norm_equals_the_composed_normalisation() {
 fn gcn_spmm_equals_csr_spmm_with_the_normalised_weights_forward_and_backward() {
     use workbook::ops::gcn_norm::unweighted_gcn_norm;
     use workbook::ops::{aggregate_sum, gcn_spmm};
-    use workbook::EdgeIndex;
     let mut g = random_graph(9, 70, 500);
     // an edge out of a node nothing points to: without loops its dinv is 0
     g.src.push(g.n as u32 - 1);
     g.dst.push(0);
-    let wide = |v: &[u32]| v.iter().map(|&x| x as i64).collect::<Vec<_>>();
-    let plain = EdgeIndex::new(&wide(&g.src), &wide(&g.dst), g.n, &Device::Cpu).unwrap();
-    let looped = plain
-        .with_remaining_self_loops()
-        .unwrap()
-        .edge_index
-        .clone();
+    let (plain, looped) = plain_and_looped(&g);
     // every compiled width (1..8, 16, 32, 64) and the general loop (12, 40)
     for f in [1, 3, 8, 12, 16, 32, 40, 64] {
         for dtype in [DType::F32, DType::F64] {

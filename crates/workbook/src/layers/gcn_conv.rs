@@ -372,18 +372,12 @@ impl GcnConv {
     ) -> Result<Option<EdgeIndex>> {
         let applies = self.config.normalize
             && !self.config.cached
-            && edge_weight.is_none()
             && device.is_cpu()
-            && edge_index.device().is_cpu()
-            && crate::ops::kernels_support(dtype, device);
+            && unweighted_on_cpu(edge_index, edge_weight, dtype);
         if !applies {
             return Ok(None);
         }
-        Ok(Some(if self.config.add_self_loops {
-            edge_index.with_remaining_self_loops()?.edge_index.clone()
-        } else {
-            edge_index.clone()
-        }))
+        Ok(Some(with_loops(edge_index, &self.config)?))
     }
 
     fn edges(
@@ -416,6 +410,22 @@ impl GcnConv {
     }
 }
 
+/// Whether every edge weighs 1 and the graph is on the CPU in a dtype the fused kernels take:
+/// where [`gcn_norm`] and the fused aggregation skip the tensor ops.
+fn unweighted_on_cpu(edge_index: &EdgeIndex, edge_weight: Option<&Tensor>, dtype: DType) -> bool {
+    let dev = edge_index.device();
+    edge_weight.is_none() && dev.is_cpu() && crate::ops::kernels_support(dtype, dev)
+}
+
+/// The graph with its remaining self-loops added when `config` asks for them.
+fn with_loops(edge_index: &EdgeIndex, config: &GcnConfig) -> Result<EdgeIndex> {
+    Ok(if config.add_self_loops {
+        edge_index.with_remaining_self_loops()?.edge_index.clone()
+    } else {
+        edge_index.clone()
+    })
+}
+
 /// PyG's `gcn_norm`: add remaining self-loops, then weight each edge `j → i` by
 /// `w_ji / sqrt(deg(j) deg(i))`, with degrees summed over targets and `1/sqrt(0)` taken as 0.
 /// The added loops weigh 2 with `improved` only when `edge_weight` is given (PyG 2.8 drops the
@@ -428,14 +438,10 @@ pub fn gcn_norm(
 ) -> Result<NormalizedEdges> {
     let dev = edge_index.device();
     let n = edge_index.num_nodes();
-    if edge_weight.is_none() && dev.is_cpu() && crate::ops::kernels_support(dtype, dev) {
+    if unweighted_on_cpu(edge_index, edge_weight, dtype) {
         // every edge weighs 1 (`improved` changes nothing without edge weights, see above): the
         // same values from the CSR's row lengths in one pass, without the [E] intermediates
-        let edge_index = if config.add_self_loops {
-            edge_index.with_remaining_self_loops()?.edge_index.clone()
-        } else {
-            edge_index.clone()
-        };
+        let edge_index = with_loops(edge_index, config)?;
         let norm = crate::ops::gcn_norm::unweighted_gcn_norm(&edge_index, dtype)?;
         return Ok(NormalizedEdges {
             edge_index,

@@ -342,10 +342,8 @@ fn scores_grad_fixed<T: Real, const N: usize, const C: usize, const H: usize>(
         Wrt::XL => (csr.by_src(), true),
         _ => (csr.by_dst(), false),
     };
-    let ahead = match GatherSchedule::for_rows(sorted, N * std::mem::size_of::<T>()) {
-        s if s.prefetch_ahead == 0 => 0,
-        _ => PREFETCH_AHEAD,
-    };
+    let local = GatherSchedule::for_rows(sorted, N * std::mem::size_of::<T>()).prefetch_ahead == 0;
+    let ahead = if local { 0 } else { PREFETCH_AHEAD };
     let (ptr, other, edge) = (sorted.ptr(), sorted.other(), sorted.edge());
     // the other end's rows; this node's own row is already in the cache
     let rows = if node_is_src { xr } else { xl };

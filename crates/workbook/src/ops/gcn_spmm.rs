@@ -32,7 +32,7 @@
 use super::csr::Csr;
 use super::gcn_norm::inv_sqrt_degrees;
 use super::kernel_support::{host_slice, GatherSchedule};
-use super::spmm::{spmm, spmm_f32, Symmetric};
+use super::spmm::{schedule_for, spmm, spmm_f32, Symmetric};
 use crate::edge_index::EdgeIndex;
 use crate::error::{Result, WorkbookError};
 use candle_core::backend::BackendStorage;
@@ -72,12 +72,11 @@ pub fn gcn_spmm(x: &Tensor, edge_index: &EdgeIndex) -> Result<Tensor> {
             )))
         }
     };
-    let row_bytes = x.elem_count() / n.max(1) * x.dtype().size_in_bytes();
     let op = GcnSpmm {
         csr: csr.clone(),
         dinv: Arc::new(dinv),
         transpose: false,
-        schedule: GatherSchedule::for_rows(csr.by_dst(), row_bytes),
+        schedule: schedule_for(x, csr),
     };
     Ok(x.contiguous()?.apply_op1(op)?)
 }

@@ -173,10 +173,7 @@ impl CustomOp3 for Linear {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (n, f) = l1.shape().dims2()?;
-        let (o, _) = l2.shape().dims2()?;
-        // The call `x.matmul(&weight.t())` makes: the same product, bit for bit.
-        let y = s1.matmul(s2, (1, n, o, f), l1, &l2.transpose(0, 1)?)?;
+        let (y, shape) = super::product::times_transposed(s1, l1, s2, l2)?;
         let y = match y {
             CpuStorage::F32(mut v) => {
                 add_rows(&mut v, host_slice::<f32>(s3, l3, "linear")?);
@@ -191,7 +188,7 @@ impl CustomOp3 for Linear {
                 other.dtype()
             ),
         };
-        Ok((y, Shape::from((n, o))))
+        Ok((y, shape))
     }
 
     fn bwd(

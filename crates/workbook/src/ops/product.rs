@@ -70,6 +70,20 @@ pub(super) fn product_grads(
     Ok((dx, dw))
 }
 
+/// `x · weightᵀ` on host storage, `x` `[N, F]` and `weight` `[O, F]`: the call
+/// `x.matmul(&weight.t())` makes, so the same product bit for bit (also [`super::linear`]'s).
+pub(super) fn times_transposed(
+    x: &CpuStorage,
+    lx: &Layout,
+    weight: &CpuStorage,
+    lw: &Layout,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    let (n, f) = lx.shape().dims2()?;
+    let (o, _) = lw.shape().dims2()?;
+    let y = x.matmul(weight, (1, n, o, f), lx, &lw.transpose(0, 1)?)?;
+    Ok((y, Shape::from((n, o))))
+}
+
 /// The op of [`product`]: arguments `x`, `weight`.
 struct Product;
 
@@ -85,11 +99,7 @@ impl CustomOp2 for Product {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (n, f) = l1.shape().dims2()?;
-        let (o, _) = l2.shape().dims2()?;
-        // The call `x.matmul(&weight.t())` makes: the same product, bit for bit.
-        let y = s1.matmul(s2, (1, n, o, f), l1, &l2.transpose(0, 1)?)?;
-        Ok((y, Shape::from((n, o))))
+        times_transposed(s1, l1, s2, l2)
     }
 
     fn bwd(

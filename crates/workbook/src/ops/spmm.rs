@@ -40,10 +40,14 @@ use std::sync::Arc;
 /// pass would copy the gradient); the result has `x`'s shape. On the CPU the gather requests
 /// neighbours' rows ahead only where the numbering scatters them ([`GatherSchedule::for_rows`]).
 pub fn csr_spmm(x: &Tensor, w: &Tensor, csr: &Arc<Csr>) -> candle_core::Result<Tensor> {
-    // prefetch or not, by how local the graph's numbering is for rows of x's width
+    csr_spmm_scheduled(x, w, csr, schedule_for(x, csr))
+}
+
+/// The gather's schedule for node rows `x` over `csr`: prefetch or not, by how local the graph's
+/// numbering is for rows of `x`'s width ([`GatherSchedule::for_rows`]).
+pub(super) fn schedule_for(x: &Tensor, csr: &Csr) -> GatherSchedule {
     let row_bytes = x.elem_count() / csr.num_nodes().max(1) * x.dtype().size_in_bytes();
-    let schedule = GatherSchedule::for_rows(csr.by_dst(), row_bytes);
-    csr_spmm_scheduled(x, w, csr, schedule)
+    GatherSchedule::for_rows(csr.by_dst(), row_bytes)
 }
 
 /// [`csr_spmm`] with the CPU gather scheduled by `schedule` (prefetch distance, rows walked
