@@ -41,7 +41,7 @@ use crate::similarity;
 use crate::stats::{self, ClassStats};
 use crate::submission;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -256,35 +256,27 @@ pub fn grade_class(job: &ClassJob) -> anyhow::Result<i32> {
         );
     }
     let hidden = hidden_tests(grading);
-    let queue = Mutex::new(entries.iter().cloned().collect::<VecDeque<_>>());
     let failures = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for slot in 0..job.jobs.max(1).min(entries.len()) {
-            let (queue, failures, hidden) = (&queue, &failures, &hidden);
-            scope.spawn(move || loop {
-                let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
-                let Some(entry) = next else { break };
-                let begun = Instant::now();
-                match grade_one(job, slot, &entry, hidden) {
-                    Ok(report) => eprintln!(
-                        "{}: {} ({:.0} s)",
-                        entry.name,
-                        line_for(&report),
-                        begun.elapsed().as_secs_f64()
-                    ),
-                    Err(e) => {
-                        eprintln!(
-                            "{}: NOT GRADED: {}",
-                            entry.name,
-                            escape::terminal(&format!("{e:#}"))
-                        );
-                        failures
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .push((entry.clone(), format!("{e:#}")));
-                    }
-                }
-            });
+    crate::slots_at_once::each(&entries, job.jobs, |entry, slot| {
+        let begun = Instant::now();
+        match grade_one(job, slot, entry, &hidden) {
+            Ok(report) => eprintln!(
+                "{}: {} ({:.0} s)",
+                entry.name,
+                line_for(&report),
+                begun.elapsed().as_secs_f64()
+            ),
+            Err(e) => {
+                eprintln!(
+                    "{}: NOT GRADED: {}",
+                    entry.name,
+                    escape::terminal(&format!("{e:#}"))
+                );
+                failures
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((entry.clone(), format!("{e:#}")));
+            }
         }
     });
     // Every student's sandbox has ended here (the scope joined every thread, and each run kills

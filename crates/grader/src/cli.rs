@@ -83,7 +83,8 @@ struct Cli {
     /// in parallel; writes one report per student and a summary (CSV and JSON).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["root", "watch", "solutions", "wrong"])]
     class: Option<PathBuf>,
-    /// With --class: students graded at the same time, each in a sandbox of its own.
+    /// With --class: students graded at the same time, each in a sandbox of its own; with
+    /// --wrong: references and known-wrong solutions graded at the same time.
     #[arg(long, default_value_t = 2, value_name = "N")]
     jobs: usize,
     /// With --root, --class, --wrong, --record-expected: the teacher's tree (its graded tests,
@@ -433,7 +434,12 @@ fn judged_run(cli: &Cli, teacher: &Path, target: &Path, student: Option<&Path>) 
         return Ok(0);
     }
     if cli.wrong {
-        return wrong::run(&grading, &target.join("grade/wrong.json"), &progress);
+        return wrong::run(
+            &grading,
+            &target.join("grade/wrong.json"),
+            cli.jobs.max(1),
+            &progress,
+        );
     }
     let deadline = cli
         .deadline

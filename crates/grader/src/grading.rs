@@ -212,6 +212,12 @@ impl<'a> Grading<'a> {
     /// scenario must run to its end: otherwise every student would lose those points, so the
     /// run stops with the reason (onnxruntime missing, a machine too slow for the time limit).
     pub fn record(&self, challenge: u64, progress: &Progress) -> Result<Expected> {
+        self.record_in(challenge, "reference", progress)
+    }
+
+    /// [`Self::record`] in the judge's slot `slot` (a folder name of its own): records under
+    /// different challenges can then run at the same time.
+    pub fn record_in(&self, challenge: u64, slot: &str, progress: &Progress) -> Result<Expected> {
         let root = &self.catalog.root;
         if !root.join("solutions").is_dir() {
             return Err(GradeError::Expected(format!(
@@ -232,7 +238,7 @@ impl<'a> Grading<'a> {
             }
         }
         let slot = Slot::fill(
-            &self.work.join("slots").join("reference"),
+            &self.work.join("slots").join(slot),
             &self.handout.tree,
             &files,
         )?;

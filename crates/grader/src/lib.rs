@@ -57,6 +57,7 @@ pub mod runner;
 pub mod sandbox;
 pub mod similarity;
 pub mod slot;
+pub mod slots_at_once;
 pub mod snapshot;
 pub mod stats;
 pub mod submission;

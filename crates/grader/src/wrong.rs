@@ -273,41 +273,39 @@ pub struct WrongOutcome {
 /// Grades the reference solution and every variant of the run's exercises as submissions,
 /// prints the table and writes `report`; exit status 0 iff every reference scores full marks and
 /// every variant fails every test it names.
-pub fn run(grading: &Grading, report: &Path, progress: &Progress) -> anyhow::Result<i32> {
+pub fn run(
+    grading: &Grading,
+    report: &Path,
+    jobs: usize,
+    progress: &Progress,
+) -> anyhow::Result<i32> {
     let root = &grading.catalog.root;
     let variants = discover(root, &grading.selected)?;
-    let mut outcomes = Vec::new();
-    for exercise in &grading.selected {
-        let files = solution_files(root, exercise, None)?;
-        let graded = grade_files(grading, exercise, "reference", files, true, progress)?;
-        let outcome = &graded.exercises[0];
-        let lost: Vec<String> = outcome
-            .tests
-            .iter()
-            .filter(|t| t.status != Status::Passed)
-            .map(|t| format!("{}: {}", t.name, crate::escape::text(&t.message, 300)))
-            .collect();
-        outcomes.push(WrongOutcome {
-            exercise: exercise.id.clone(),
-            variant: "(reference)".into(),
-            why: "the reference solution, graded as a student: full marks".into(),
-            must_fail: Vec::new(),
-            other_tests_lost: lost.clone(),
-            points: outcome.points,
-            max_points: outcome.max_points,
-            caught: lost.is_empty(),
-            error: (!lost.is_empty()).then(|| "the reference solution loses points".into()),
-        });
-    }
-    for variant in &variants {
-        let exercise = grading
-            .selected
-            .iter()
-            .find(|e| e.id == variant.exercise)
-            .expect("discovered from the selection");
-        outcomes.push(grade_variant(grading, exercise, variant, progress)?);
-    }
-    let (forgeable, constant_keys, under_drawn_names) = challenge_independent(grading, progress)?;
+    // Each row is a submission of its own: `jobs` of them graded at a time, each in a slot and
+    // sandbox of its own, as a class's students are; the rows keep this order.
+    let rows: Vec<Row<'_>> = grading
+        .selected
+        .iter()
+        .map(|&exercise| Row::Reference(exercise))
+        .chain(variants.iter().map(|variant| {
+            let exercise = grading
+                .selected
+                .iter()
+                .find(|e| e.id == variant.exercise)
+                .expect("discovered from the selection");
+            Row::Variant(exercise, variant)
+        }))
+        .collect();
+    let outcomes = crate::slots_at_once::each(&rows, jobs, |row, slot| match *row {
+        Row::Reference(exercise) => grade_reference(grading, exercise, slot, progress),
+        Row::Variant(exercise, variant) => {
+            grade_variant(grading, exercise, variant, slot, progress)
+        }
+    })
+    .into_iter()
+    .collect::<anyhow::Result<Vec<_>>>()?;
+    let (forgeable, constant_keys, under_drawn_names) =
+        challenge_independent(grading, jobs, progress)?;
     let json = serde_json::to_string_pretty(&WrongReport {
         rows: outcomes.clone(),
         challenge_independent: forgeable.clone(),
@@ -347,6 +345,41 @@ pub fn run(grading: &Grading, report: &Path, progress: &Progress) -> anyhow::Res
     Ok(i32::from(
         caught != outcomes.len() || !forgeable.is_empty() || !constant_keys.is_empty(),
     ))
+}
+
+/// One row of `--wrong`: a reference solution, or a known-wrong solution of that exercise.
+enum Row<'a> {
+    Reference(&'a Exercise),
+    Variant(&'a Exercise, &'a WrongVariant),
+}
+
+/// The reference solution of `exercise`, graded as a student: it must score full marks.
+fn grade_reference(
+    grading: &Grading,
+    exercise: &Exercise,
+    slot: usize,
+    progress: &Progress,
+) -> anyhow::Result<WrongOutcome> {
+    let files = solution_files(&grading.catalog.root, exercise, None)?;
+    let graded = grade_files(grading, exercise, "reference", files, true, slot, progress)?;
+    let outcome = &graded.exercises[0];
+    let lost: Vec<String> = outcome
+        .tests
+        .iter()
+        .filter(|t| t.status != Status::Passed)
+        .map(|t| format!("{}: {}", t.name, crate::escape::text(&t.message, 300)))
+        .collect();
+    Ok(WrongOutcome {
+        exercise: exercise.id.clone(),
+        variant: "(reference)".into(),
+        why: "the reference solution, graded as a student: full marks".into(),
+        must_fail: Vec::new(),
+        other_tests_lost: lost.clone(),
+        points: outcome.points,
+        max_points: outcome.max_points,
+        caught: lost.is_empty(),
+        error: (!lost.is_empty()).then(|| "the reference solution loses points".into()),
+    })
 }
 
 /// `target/grade/wrong.json`.
@@ -391,10 +424,18 @@ pub const CHECK_CHALLENGES: (u64, u64) = (1, 2);
 /// both ([`scenario::protocol::Log::same_values_under_drawn_names`]).
 fn challenge_independent(
     grading: &Grading,
+    jobs: usize,
     progress: &Progress,
 ) -> anyhow::Result<(Vec<String>, Vec<String>, Vec<String>)> {
-    let one = grading.record(CHECK_CHALLENGES.0, progress)?;
-    let other = grading.record(CHECK_CHALLENGES.1, progress)?;
+    let challenges = [CHECK_CHALLENGES.0, CHECK_CHALLENGES.1];
+    let mut recorded = crate::slots_at_once::each(&challenges, jobs, |&challenge, slot| {
+        grading.record_in(challenge, &format!("reference-{slot}"), progress)
+    })
+    .into_iter();
+    let (Some(one), Some(other)) = (recorded.next(), recorded.next()) else {
+        unreachable!("one record per challenge")
+    };
+    let (one, other) = (one?, other?);
     let mut tests = Vec::new();
     let mut same = Vec::new();
     let mut under_drawn_names = Vec::new();
@@ -455,6 +496,7 @@ fn grade_files(
     name: &str,
     files: std::collections::BTreeMap<String, Vec<u8>>,
     reference: bool,
+    slot: usize,
     progress: &Progress,
 ) -> anyhow::Result<crate::Report> {
     let submission = Submission {
@@ -471,13 +513,14 @@ fn grade_files(
         },
         Progress::Quiet => Progress::Quiet,
     };
-    Ok(grading.grade_some(&submission, &[exercise], 0, &progress)?)
+    Ok(grading.grade_some(&submission, &[exercise], slot, &progress)?)
 }
 
 fn grade_variant(
     grading: &Grading,
     exercise: &Exercise,
     variant: &WrongVariant,
+    slot: usize,
     progress: &Progress,
 ) -> anyhow::Result<WrongOutcome> {
     let why = variant
@@ -507,7 +550,15 @@ fn grade_variant(
         });
     }
     let files = solution_files(&grading.catalog.root, exercise, Some(variant))?;
-    let report = grade_files(grading, exercise, &variant.slug, files, false, progress)?;
+    let report = grade_files(
+        grading,
+        exercise,
+        &variant.slug,
+        files,
+        false,
+        slot,
+        progress,
+    )?;
     let outcome = &report.exercises[0];
     let status_of = |name: &str| {
         outcome
