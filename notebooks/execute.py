@@ -3,8 +3,9 @@
 
 Called by notebooks/run.sh, which installs the kernel and sets up TMPDIR. Each notebook runs in
 its own kernel with the notebook's folder as working directory (so `:dep workbook = { path =
-"../crates/workbook" }` resolves). The first cell error stops everything with the notebook's
-name, the cell's number and its output. A notebook is written back (atomically: a temporary file
+"../crates/workbook" }` resolves): the first notebook alone, which fills evcxr's cache, then the
+others --jobs at a time. The first cell error stops everything with the notebook's name, the
+cell's number and its output. A notebook is written back (atomically: a temporary file
 in the same folder, then a rename) only when every cell ran and it holds at least one inline
 figure (an output with an <svg>).
 
@@ -18,9 +19,11 @@ import argparse
 import os
 import pathlib
 import re
+import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from datetime import datetime
 
 import nbformat
@@ -228,12 +231,27 @@ def run(path, timeout, log_dir, timed=False):
     return seconds
 
 
+def own_evcxr_cache(parent):
+    """A worker's start: a copy of evcxr's cache of its own, under PARENT, for the kernels it
+    starts. evcxr counts each cache entry's uses in a file it rewrites on every hit; two kernels
+    sharing one cache read each other's half-written counts and fail a cell ("Failed to wrap
+    rustc: cannot parse integer from empty string", seen with two at a time)."""
+    base = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
+    own = pathlib.Path(tempfile.mkdtemp(dir=parent))
+    if (base / "evcxr").is_dir():
+        shutil.copytree(base / "evcxr", own / "evcxr", symlinks=True)
+    os.environ["XDG_CACHE_HOME"] = str(own)  # evcxr's cache: $XDG_CACHE_HOME/evcxr
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="+", type=pathlib.Path)
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
     parser.add_argument("--log-dir", type=pathlib.Path, default=pathlib.Path("target/notebook-logs"),
                         help="where the kernels' own output goes (one log per notebook)")
+    parser.add_argument("--jobs", type=int, default=2,
+                        help="notebooks run at the same time after the first (default 2); "
+                             "--time always runs them one at a time")
     parser.add_argument("--time", action="store_true",
                         help="write nothing back: run each notebook once to warm the cache, then "
                              "again in a fresh kernel, and print every cell's time against the "
@@ -242,17 +260,32 @@ def main():
     args.log_dir.mkdir(parents=True, exist_ok=True)
     if args.time:
         return time_all(args)
-    total = 0.0
     for path in args.notebooks:
         if not path.is_file():
             print(f"FAILED: {path}: no such notebook", file=sys.stderr)
             return 1
-        print(f"executing {path} ...", flush=True)
-        seconds = run(path, args.timeout, args.log_dir)
-        if seconds is None:
-            return 1
-        total += seconds
-    print(f"all {len(args.notebooks)} notebook(s) ran in {total:.0f} s")
+    started = time.monotonic()
+    # The first notebook runs alone: its first cell compiles the dependencies into evcxr's cache,
+    # which every other notebook's first cell (the same `:dep` lines) then only reads. The others
+    # run --jobs at a time, each in a kernel (and a process) of its own: a kernel compiles each
+    # cell on one core, so two of them keep a 2-core machine busy.
+    first, rest = args.notebooks[0], args.notebooks[1:]
+    print(f"executing {first} ...", flush=True)
+    if run(first, args.timeout, args.log_dir) is None:
+        return 1
+    jobs = max(1, min(args.jobs, len(rest)))
+    if rest:
+        print(f"executing the other {len(rest)}, {jobs} at a time ...", flush=True)
+    with tempfile.TemporaryDirectory(prefix="evcxr-caches-") as caches, \
+            ProcessPoolExecutor(max_workers=jobs, initializer=own_evcxr_cache,
+                                initargs=(caches,)) as pool:
+        running = {pool.submit(run, path, args.timeout, args.log_dir): path for path in rest}
+        for done in as_completed(running):
+            if done.result() is None:
+                pool.shutdown(cancel_futures=True)
+                return 1
+    print(f"all {len(args.notebooks)} notebook(s) ran in {time.monotonic() - started:.0f} s "
+          f"({jobs} at a time after the first)")
     return 0
 
 

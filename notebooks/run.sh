@@ -11,6 +11,7 @@
 # Needs evcxr_jupyter 0.22 (`cargo install evcxr_jupyter --locked --version 0.22.0`); found as
 # $EVCXR_JUPYTER, on PATH, or in ~/.cargo/bin. Python with nbclient: $NOTEBOOK_PYTHON, else a venv
 # this script creates in target/notebook-venv. $NOTEBOOK_CELL_TIMEOUT: seconds per cell (1800).
+# $NOTEBOOK_JOBS: notebooks run at the same time after the first, each in its own kernel (2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -71,5 +72,6 @@ else
   done
 fi
 # Kernel logs (cargo output of the first cell, panics): target/notebook-logs/NAME.kernel.log.
-"$py" notebooks/execute.py "${mode[@]}" --timeout "${NOTEBOOK_CELL_TIMEOUT:-1800}" --log-dir target/notebook-logs \
+"$py" notebooks/execute.py "${mode[@]}" --timeout "${NOTEBOOK_CELL_TIMEOUT:-1800}" \
+  --jobs "${NOTEBOOK_JOBS:-2}" --log-dir target/notebook-logs \
   "${notebooks[@]}"
