@@ -25,6 +25,13 @@
 //! it made `csr_spmm` 1.2× (GCN's width) to 2.6× (GATv2's) and `gat_scores` 2.1× faster, as
 //! glibc's `glibc.malloc.hugetlb=1` does for the whole heap, while rebuilding written buffers
 //! afterwards (`MADV_COLLAPSE`) cost more than it saved. `WORKBOOK_HUGE_PAGES=0` turns it off.
+//!
+//! Buffers of that size, which glibc unmaps when they are freed, [`HugePageAlloc`] can keep
+//! instead for the next allocation of the same size ([`crate::kept_buffers`]), so that the kernel
+//! does not zero them afresh every training step: `WORKBOOK_KEEP_BUFFERS=6G` keeps up to 6 GiB.
+//! Off by default: it trades memory for time (on GATv2 over `knn:1000000`, 22-26% off a training
+//! step for 2 GB more peak memory, and nothing gained below the step's working set of buffers;
+//! docs/performance.md).
 
 /// Keeps buffers up to 32 MiB (glibc's largest mmap threshold on 64-bit) in the heap, up to
 /// 512 MiB of freed heap in the process, and one arena for all threads. Other platforms:
@@ -43,8 +50,10 @@ pub fn keep_freed_buffers() {
     }
 }
 
+use crate::kept_buffers::{Block, KeptBuffers};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 /// Buffers from this size on are mapped by glibc on their own (the mmap threshold set above),
 /// so the advice covers a fresh mapping, never the shared heap.
@@ -59,7 +68,55 @@ pub fn configure_huge_pages() {
     HUGE_PAGES.store(!off, Ordering::Relaxed);
 }
 
-/// The system allocator, plus `MADV_HUGEPAGE` on large fresh buffers (see the module docs).
+/// Bytes of freed large buffers kept for reuse; 0: none. Set by [`configure_kept_buffers`].
+static KEEP_CAP: AtomicUsize = AtomicUsize::new(0);
+
+/// Freed buffers kept for reuse: a training step frees and allocates a few dozen large ones.
+const KEPT_SLOTS: usize = 64;
+static KEPT: Mutex<KeptBuffers<KEPT_SLOTS>> = Mutex::new(KeptBuffers::new());
+
+/// Reads `WORKBOOK_KEEP_BUFFERS` once, first thing in `main`: how many bytes of freed large
+/// buffers to keep (`6G`, `512M`; unset or `0`: none, every large buffer goes back to the kernel
+/// when freed). An unreadable value is said, and nothing kept.
+pub fn configure_kept_buffers() {
+    let cap = match std::env::var("WORKBOOK_KEEP_BUFFERS") {
+        Err(_) => 0,
+        Ok(v) if v.trim() == "0" => 0,
+        Ok(v) => workbook::limits::parse_bytes(v.trim()).map_or_else(
+            |e| {
+                eprintln!("warning: WORKBOOK_KEEP_BUFFERS={v:?}: {e}; no freed buffer is kept (give a size such as 6G, or 0)");
+                0
+            },
+            |bytes| usize::try_from(bytes).unwrap_or(usize::MAX),
+        ),
+    };
+    KEEP_CAP.store(cap, Ordering::Relaxed);
+}
+
+fn kept() -> MutexGuard<'static, KeptBuffers<KEPT_SLOTS>> {
+    // nothing panics while the lock is held; a poisoned lock still holds valid bookkeeping
+    KEPT.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether a buffer of this layout is kept when freed: those glibc maps on their own.
+fn keeps(layout: &Layout) -> bool {
+    layout.size() >= HUGE_ADVICE_BYTES && KEEP_CAP.load(Ordering::Relaxed) > 0
+}
+
+/// A kept buffer of exactly `layout`'s size and alignment, zeroed when `zeroed`.
+fn kept_for(layout: &Layout, zeroed: bool) -> Option<*mut u8> {
+    let b = kept().take(layout.size(), layout.align())?;
+    let p = b.ptr as *mut u8;
+    if zeroed {
+        // SAFETY: `p` is a live block of `layout.size()` bytes that nothing else references: its
+        // last owner freed it, and `take` hands each kept block out once.
+        unsafe { std::ptr::write_bytes(p, 0, layout.size()) };
+    }
+    Some(p)
+}
+
+/// The system allocator, plus `MADV_HUGEPAGE` on large fresh buffers and large freed buffers
+/// kept for reuse (see the module docs).
 pub struct HugePageAlloc;
 
 /// Advises the 2 MiB-aligned interior of `[ptr, ptr + size)`; never allocates, ignores refusals
@@ -86,10 +143,18 @@ fn advise(ptr: *mut u8, size: usize) {
     let _ = (ptr, size);
 }
 
-// SAFETY: every method forwards to `System` with the caller's arguments and returns its result
-// unchanged, so `System`'s guarantees hold; the added advice does not touch the memory.
+// SAFETY: every block handed out is a `System` block of at least the layout asked for: either
+// fresh from `System` with the caller's arguments, or a kept one of exactly the same size and
+// alignment that its previous owner freed and nothing references any more (zeroed when asked).
+// Every block is released to `System` exactly once, with the layout it was allocated with. The
+// advice does not touch the memory.
 unsafe impl GlobalAlloc for HugePageAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if keeps(&layout) {
+            if let Some(p) = kept_for(&layout, false) {
+                return p;
+            }
+        }
         // SAFETY: forwarded with the caller's contract for `alloc`.
         let p = unsafe { System.alloc(layout) };
         advise(p, layout.size());
@@ -97,6 +162,11 @@ unsafe impl GlobalAlloc for HugePageAlloc {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if keeps(&layout) {
+            if let Some(p) = kept_for(&layout, true) {
+                return p;
+            }
+        }
         // SAFETY: forwarded with the caller's contract for `alloc_zeroed`.
         let p = unsafe { System.alloc_zeroed(layout) };
         advise(p, layout.size());
@@ -104,8 +174,28 @@ unsafe impl GlobalAlloc for HugePageAlloc {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded with the caller's contract for `dealloc`.
-        unsafe { System.dealloc(ptr, layout) }
+        if !keeps(&layout) {
+            // SAFETY: forwarded with the caller's contract for `dealloc`.
+            return unsafe { System.dealloc(ptr, layout) };
+        }
+        let block = Block {
+            ptr: ptr as usize,
+            size: layout.size(),
+            align: layout.align(),
+        };
+        let mut out = [block; KEPT_SLOTS];
+        let cap = KEEP_CAP.load(Ordering::Relaxed);
+        let n = kept().keep(block, cap, &mut out);
+        for b in &out[..n] {
+            // SAFETY: each block was allocated by `System` with this size and alignment and
+            // freed by its owner; `keep` releases it exactly once.
+            unsafe {
+                System.dealloc(
+                    b.ptr as *mut u8,
+                    Layout::from_size_align_unchecked(b.size, b.align),
+                )
+            }
+        }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -154,5 +244,34 @@ mod tests {
         );
         // the advice changes no value
         assert!(big.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn a_freed_large_buffer_is_reused_and_zeroed_when_asked() {
+        // the test binary runs with the binary's global allocator; main() did not run here
+        super::KEEP_CAP.store(1 << 30, super::Ordering::Relaxed);
+        // a size no other test allocates, so that no other thread takes the kept block
+        let size = (48 << 20) + 12_345;
+        let mut first = Vec::<u8>::with_capacity(size);
+        first.resize(size, 7);
+        let at = first.as_ptr() as usize;
+        drop(first);
+        // kept, not unmapped (an address alone could be the kernel's reuse of a fresh mapping)
+        let block = super::kept()
+            .take(size, 1)
+            .expect("the freed buffer is kept");
+        assert_eq!(block.ptr, at);
+        let mut out = [block; super::KEPT_SLOTS];
+        assert_eq!(super::kept().keep(block, 1 << 30, &mut out), 0);
+        let again = Vec::<u8>::with_capacity(size);
+        assert_eq!(again.as_ptr() as usize, at, "the freed buffer came back");
+        drop(again);
+        // vec![0; n] asks for zeroed memory: a kept buffer that held 7s is zeroed first
+        let zeroed = vec![0u8; size];
+        assert_eq!(zeroed.as_ptr() as usize, at);
+        assert!(
+            zeroed.iter().all(|&b| b == 0),
+            "a kept buffer handed out unzeroed"
+        );
     }
 }

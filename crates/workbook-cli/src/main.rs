@@ -6,6 +6,7 @@
 mod allocator;
 mod commands;
 mod inputs;
+mod kept_buffers;
 mod progress;
 
 use anyhow::Result;
@@ -78,6 +79,7 @@ static ALLOCATOR: allocator::HugePageAlloc = allocator::HugePageAlloc;
 fn main() -> Result<()> {
     allocator::keep_freed_buffers();
     allocator::configure_huge_pages();
+    allocator::configure_kept_buffers();
     let cli = Cli::parse();
     // Process-wide policies, set once before any command runs.
     workbook::limits::set_memory_limit(cli.max_memory);
