@@ -29,7 +29,7 @@
 //! Buffers of that size, which glibc unmaps when they are freed, [`HugePageAlloc`] can keep
 //! instead for the next allocation of the same size ([`crate::kept_buffers`]), so that the kernel
 //! does not zero them afresh every training step: `WORKBOOK_KEEP_BUFFERS=6G` keeps up to 6 GiB.
-//! Off by default: it trades memory for time (on GATv2 over `knn:1000000`, 22-26% off a training
+//! Off by default: it trades memory for time (on GATv2 over `knn:1000000`, 21-30% off a training
 //! step for 2 GB more peak memory, and nothing gained below the step's working set of buffers;
 //! docs/performance.md).
 
