@@ -93,6 +93,12 @@ pub fn configure_kept_buffers() {
     KEEP_CAP.store(cap, Ordering::Relaxed);
 }
 
+/// Bytes of freed large buffers this process may keep (`WORKBOOK_KEEP_BUFFERS`; 0: none), for
+/// the measurements that report it.
+pub fn kept_buffers_cap() -> usize {
+    KEEP_CAP.load(Ordering::Relaxed)
+}
+
 fn kept() -> MutexGuard<'static, KeptBuffers<KEPT_SLOTS>> {
     // nothing panics while the lock is held; a poisoned lock still holds valid bookkeeping
     KEPT.lock().unwrap_or_else(|p| p.into_inner())

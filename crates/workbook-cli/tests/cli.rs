@@ -23,6 +23,7 @@ fn workbook(args: &[&str], cwd: &Path) -> Output {
         .env("WORKBOOK_DATA_DIR", cwd.join("no-data"))
         .env("WORKBOOK_DEVICE", "cpu")
         .env_remove("RUST_BACKTRACE")
+        .env_remove("WORKBOOK_KEEP_BUFFERS")
         .output()
         .expect("the binary runs")
 }
@@ -846,6 +847,38 @@ fn export_runs_the_preflight_then_writes_onnx_and_safetensors() {
 }
 
 #[test]
+fn bench_says_how_many_freed_buffers_it_may_keep() {
+    let dir = tempfile::tempdir().unwrap();
+    let bench = |keep: &str| {
+        Command::new(env!("CARGO_BIN_EXE_workbook"))
+            .args([
+                "bench",
+                "--model",
+                "gcn",
+                "--dataset",
+                "karate",
+                "--epochs",
+                "1",
+            ])
+            .current_dir(dir.path())
+            .env("WORKBOOK_DEVICE", "cpu")
+            .env("WORKBOOK_KEEP_BUFFERS", keep)
+            .output()
+            .expect("the binary runs")
+    };
+    let out = bench("64M");
+    assert_eq!(json_lines(&ok(&out))[0]["keep_buffers_mb"], 64);
+    // a value that is not a size: said, and nothing kept
+    let out = bench("lots");
+    assert_eq!(json_lines(&ok(&out))[0]["keep_buffers_mb"], 0);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("WORKBOOK_KEEP_BUFFERS") && err.contains("6G"),
+        "{err}"
+    );
+}
+
+#[test]
 fn bench_prints_one_json_line_per_model_with_the_promised_keys() {
     let dir = tempfile::tempdir().unwrap();
     let args = [
@@ -884,6 +917,7 @@ fn bench_prints_one_json_line_per_model_with_the_promised_keys() {
         assert_eq!(line["threads"], 1);
         assert_eq!(line["nodes"], 200);
         assert!(line["epoch_ms"].as_f64().unwrap() > 0.0);
+        assert_eq!(line["keep_buffers_mb"], 0, "nothing kept unless asked");
     }
 
     // a sweep draws the scaling figure

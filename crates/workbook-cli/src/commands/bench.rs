@@ -425,5 +425,7 @@ fn line(
         "peak_rss_mb": r.peak_rss_mb,
         "base_rss_mb": r.base_rss_mb,
         "peak_mem_mb": memory_added(r),
+        // freed buffers kept for reuse change time and memory: a measurement says whether it ran so
+        "keep_buffers_mb": crate::allocator::kept_buffers_cap() >> 20,
     })
 }
