@@ -68,7 +68,7 @@ impl<const SLOTS: usize> KeptBuffers<SLOTS> {
         let mut n = 0;
         while self.bytes + block.size > cap {
             match self.oldest() {
-                Some(k) if self.tick - self.slots[k].map_or(0, |(_, t)| t) > Self::STALE => {
+                Some((k, kept_at)) if self.tick - kept_at > Self::STALE => {
                     let (old, _) = self.slots[k].take().expect("a kept slot");
                     self.bytes -= old.size;
                     out[n] = old;
@@ -81,9 +81,7 @@ impl<const SLOTS: usize> KeptBuffers<SLOTS> {
             }
         }
         while self.slots.iter().all(Option::is_some) {
-            let oldest = self
-                .oldest()
-                .expect("over the cap or full: something is kept");
+            let (oldest, _) = self.oldest().expect("every slot is taken");
             let (old, _) = self.slots[oldest].take().expect("a kept slot");
             self.bytes -= old.size;
             out[n] = old;
@@ -102,11 +100,12 @@ impl<const SLOTS: usize> KeptBuffers<SLOTS> {
         self.bytes
     }
 
-    fn oldest(&self) -> Option<usize> {
+    /// The slot of the least recently kept block, and the tick it was kept at.
+    fn oldest(&self) -> Option<(usize, u64)> {
         (0..SLOTS)
             .filter_map(|k| self.slots[k].map(|(_, tick)| (tick, k)))
             .min()
-            .map(|(_, k)| k)
+            .map(|(tick, k)| (k, tick))
     }
 }
 
