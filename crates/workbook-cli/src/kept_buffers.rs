@@ -58,13 +58,18 @@ impl<const SLOTS: usize> KeptBuffers<SLOTS> {
         Some(block)
     }
 
-    /// Keeps a freed block if it fits under `cap` bytes, after releasing blocks kept long ago
-    /// and never taken back since (more than [`Self::STALE`] keeps ago, oldest first); otherwise
-    /// releases the block itself. Blocks already kept stay rather than the newest: a training
+    /// Keeps a freed block if it fits under `cap` bytes (one larger than `cap` is released at
+    /// once), after releasing blocks kept long ago and never taken back since (more than
+    /// [`Self::STALE`] keeps ago, oldest first); otherwise releases the block itself. Blocks already kept stay rather than the newest: a training
     /// step frees its buffers in the order it allocates them again, so making room for the newest
     /// would release each block just before its reuse. With every slot taken, the least recently
     /// kept block makes way. The blocks to release are written to `out`; returns their number.
     pub fn keep(&mut self, block: Block, cap: usize, out: &mut [Block; SLOTS]) -> usize {
+        if block.size > cap {
+            // it could never fit: releasing stale blocks for it would only lose them
+            out[0] = block;
+            return 1;
+        }
         let mut n = 0;
         while self.bytes + block.size > cap {
             match self.oldest() {
@@ -163,6 +168,23 @@ mod tests {
             "stale, oldest first, as many as needed"
         );
         assert_eq!(kept.kept_bytes(), 50 + 40);
+    }
+
+    #[test]
+    fn a_block_larger_than_the_cap_is_released_and_nothing_else() {
+        let mut kept = KeptBuffers::<3>::new();
+        let mut out = [NONE; 3];
+        assert_eq!(kept.keep(block(1, 10), 20, &mut out), 0);
+        assert_eq!(kept.keep(block(2, 10), 20, &mut out), 0);
+        // both go stale
+        for _ in 0..=KeptBuffers::<3>::STALE {
+            assert_eq!(kept.keep(block(9, 0), 20, &mut out), 0);
+            assert_eq!(kept.take(0, 8), Some(block(9, 0)));
+        }
+        // it could never fit: the stale blocks stay, only the block itself is released
+        let n = kept.keep(block(3, 21), 20, &mut out);
+        assert_eq!(&out[..n], [block(3, 21)]);
+        assert_eq!(kept.kept_bytes(), 20);
     }
 
     #[test]
