@@ -18,13 +18,16 @@
 //! None of this changes a value computed, only where memory comes from. Library users set the
 //! same with `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=536870912:glibc.malloc.arena_max=1`.
 //!
-//! [`HugePageAlloc`], the binary's global allocator, asks for 2 MiB pages under every fresh
-//! mapping glibc makes for a buffer of [`HUGE_ADVICE_BYTES`] or more, before anything touches
-//! it: a node table of 10⁶ rows gathered at random then costs one TLB entry per 2 MiB instead
-//! of 512. On `csbm:1000000` (docs/performance.md, issue 47; on and off back to back, CPU time)
-//! it made `csr_spmm` 1.2× (GCN's width) to 2.6× (GATv2's) and `gat_scores` 2.1× faster, as
-//! glibc's `glibc.malloc.hugetlb=1` does for the whole heap, while rebuilding written buffers
-//! afterwards (`MADV_COLLAPSE`) cost more than it saved. `WORKBOOK_HUGE_PAGES=0` turns it off.
+//! [`HugePageAlloc`], the binary's global allocator, maps every buffer of [`HUGE_ADVICE_BYTES`]
+//! or more itself ([`crate::mapped_buffers`]), as glibc would, but starting on a 2 MiB boundary
+//! where glibc starts 16 bytes in: rows of a node table then straddle no cache line they need
+//! not (on `csbm:1000000` `gcn_spmm` 1.4× faster), and it asks for 2 MiB pages under the whole
+//! mapping before anything touches it: a node table of 10⁶ rows gathered at random then costs one
+//! TLB entry per 2 MiB instead of 512. On `csbm:1000000` (docs/performance.md, issue 47; on and
+//! off back to back, CPU time) the pages made `csr_spmm` 1.2× (GCN's width) to 2.6× (GATv2's)
+//! and `gat_scores` 2.1× faster, as glibc's `glibc.malloc.hugetlb=1` does for the whole heap,
+//! while rebuilding written buffers afterwards (`MADV_COLLAPSE`) cost more than it saved.
+//! `WORKBOOK_HUGE_PAGES=0` turns the pages off.
 //!
 //! Buffers of that size, which glibc unmaps when they are freed, [`HugePageAlloc`] can keep
 //! instead for the next allocation of the same size ([`crate::kept_buffers`]), so that the kernel
@@ -51,12 +54,13 @@ pub fn keep_freed_buffers() {
 }
 
 use crate::kept_buffers::{Block, KeptBuffers};
+use crate::mapped_buffers;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-/// Buffers from this size on are mapped by glibc on their own (the mmap threshold set above),
-/// so the advice covers a fresh mapping, never the shared heap.
+/// Buffers from this size on are mapped on their own ([`crate::mapped_buffers`]), at the mmap
+/// threshold set above, below which glibc keeps buffers in its heap.
 pub const HUGE_ADVICE_BYTES: usize = 32 << 20;
 
 static HUGE_PAGES: AtomicBool = AtomicBool::new(true);
@@ -104,9 +108,17 @@ fn kept() -> MutexGuard<'static, KeptBuffers<KEPT_SLOTS>> {
     KEPT.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Whether a buffer of this layout is kept when freed: those glibc maps on their own.
+/// Whether a buffer of this layout is mapped by [`mapped_buffers`] rather than by `System`: the
+/// sizes glibc would map on their own, at an alignment a mapping's start gives.
+fn mapped(layout: &Layout) -> bool {
+    cfg!(target_os = "linux")
+        && layout.size() >= HUGE_ADVICE_BYTES
+        && layout.align() <= mapped_buffers::MAX_ALIGN
+}
+
+/// Whether a buffer of this layout is kept when freed: the mapped ones.
 fn keeps(layout: &Layout) -> bool {
-    layout.size() >= HUGE_ADVICE_BYTES && KEEP_CAP.load(Ordering::Relaxed) > 0
+    mapped(layout) && KEEP_CAP.load(Ordering::Relaxed) > 0
 }
 
 /// A kept buffer of exactly `layout`'s size and alignment, zeroed when `zeroed`.
@@ -121,39 +133,17 @@ fn kept_for(layout: &Layout, zeroed: bool) -> Option<*mut u8> {
     Some(p)
 }
 
-/// The system allocator, plus `MADV_HUGEPAGE` on large fresh buffers and large freed buffers
-/// kept for reuse (see the module docs).
+/// The system allocator, plus large buffers mapped on a 2 MiB boundary with `MADV_HUGEPAGE`, and
+/// large freed buffers kept for reuse (see the module docs).
 pub struct HugePageAlloc;
 
-/// Advises the 2 MiB-aligned interior of `[ptr, ptr + size)`; never allocates, ignores refusals
-/// (the buffer then keeps 4 KiB pages, which is only slower).
-fn advise(ptr: *mut u8, size: usize) {
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE: usize = 2 << 20;
-        if ptr.is_null() || size < HUGE_ADVICE_BYTES || !HUGE_PAGES.load(Ordering::Relaxed) {
-            return;
-        }
-        let start = (ptr as usize).next_multiple_of(HUGE);
-        let end = (ptr as usize + size) / HUGE * HUGE;
-        if end > start {
-            // SAFETY: the range lies inside the allocation just returned to us; MADV_HUGEPAGE
-            // changes only which physical pages will back it, never its contents, addresses or
-            // owner; a refusal is an error return, ignored on purpose.
-            unsafe {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-            }
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (ptr, size);
-}
-
-// SAFETY: every block handed out is a `System` block of at least the layout asked for: either
-// fresh from `System` with the caller's arguments, or a kept one of exactly the same size and
-// alignment that its previous owner freed and nothing references any more (zeroed when asked).
-// Every block is released to `System` exactly once, with the layout it was allocated with. The
-// advice does not touch the memory.
+// SAFETY: a layout is either `mapped` or not, the same test on every call: a block that is not
+// comes from `System` with the caller's arguments and goes back to it. A mapped block is a
+// fresh mapping of at least its size, page-aligned (at least its alignment, which `mapped`
+// bounds), zeroed by the kernel; or a kept one of exactly the same size and alignment that its
+// previous owner freed and nothing references any more (zeroed when asked); or a mapping
+// `mremap` resized, page-aligned. Every block is released exactly once, to where it came from.
+// The advice does not touch the memory.
 unsafe impl GlobalAlloc for HugePageAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if keeps(&layout) {
@@ -161,10 +151,11 @@ unsafe impl GlobalAlloc for HugePageAlloc {
                 return p;
             }
         }
+        if mapped(&layout) {
+            return mapped_buffers::map(layout.size(), HUGE_PAGES.load(Ordering::Relaxed));
+        }
         // SAFETY: forwarded with the caller's contract for `alloc`.
-        let p = unsafe { System.alloc(layout) };
-        advise(p, layout.size());
-        p
+        unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
@@ -173,14 +164,16 @@ unsafe impl GlobalAlloc for HugePageAlloc {
                 return p;
             }
         }
+        if mapped(&layout) {
+            // a fresh mapping is zeroed by the kernel
+            return mapped_buffers::map(layout.size(), HUGE_PAGES.load(Ordering::Relaxed));
+        }
         // SAFETY: forwarded with the caller's contract for `alloc_zeroed`.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        advise(p, layout.size());
-        p
+        unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if !keeps(&layout) {
+        if !mapped(&layout) {
             // SAFETY: forwarded with the caller's contract for `dealloc`.
             return unsafe { System.dealloc(ptr, layout) };
         }
@@ -190,25 +183,47 @@ unsafe impl GlobalAlloc for HugePageAlloc {
             align: layout.align(),
         };
         let mut out = [block; KEPT_SLOTS];
-        let cap = KEEP_CAP.load(Ordering::Relaxed);
-        let n = kept().keep(block, cap, &mut out);
+        let n = if keeps(&layout) {
+            kept().keep(block, KEEP_CAP.load(Ordering::Relaxed), &mut out)
+        } else {
+            1
+        };
         for b in &out[..n] {
-            // SAFETY: each block was allocated by `System` with this size and alignment and
-            // freed by its owner; `keep` releases it exactly once.
-            unsafe {
-                System.dealloc(
-                    b.ptr as *mut u8,
-                    Layout::from_size_align_unchecked(b.size, b.align),
-                )
-            }
+            // SAFETY: each block is a mapping of this size from `mapped_buffers`, freed by its
+            // owner; `keep` releases a block exactly once, and an unkept one is released here.
+            unsafe { mapped_buffers::unmap(b.ptr as *mut u8, b.size) }
         }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded with the caller's contract for `realloc`.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        advise(p, new_size);
-        p
+        // SAFETY: the caller's contract for `realloc`: `new_size` with `layout`'s alignment is a
+        // valid layout.
+        let new = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        match (mapped(&layout), mapped(&new)) {
+            (false, false) => {
+                // SAFETY: forwarded with the caller's contract for `realloc`.
+                unsafe { System.realloc(ptr, layout, new_size) }
+            }
+            (true, true) => {
+                // SAFETY: a mapped layout's block is a mapping of its size from
+                // `mapped_buffers`, live, whose address the caller gives up on success.
+                unsafe { mapped_buffers::remap(ptr, layout.size(), new_size) }
+            }
+            _ => {
+                // between the system's heap and a mapping: move the contents over
+                // SAFETY: `new` is a valid non-zero layout (the caller's contract); on success
+                // the old block, which the caller gives up, is copied up to the smaller size
+                // and freed with its own layout.
+                unsafe {
+                    let p = self.alloc(new);
+                    if !p.is_null() {
+                        std::ptr::copy_nonoverlapping(ptr, p, layout.size().min(new_size));
+                        self.dealloc(ptr, layout);
+                    }
+                    p
+                }
+            }
+        }
     }
 }
 
@@ -250,6 +265,40 @@ mod tests {
         );
         // the advice changes no value
         assert!(big.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn large_buffers_start_on_a_cache_line_and_keep_their_contents_when_resized() {
+        // glibc's own mappings start 16 bytes in, so 64-byte rows straddled two cache lines
+        let mut v = vec![0u32; (33 << 20) / 4];
+        assert_eq!(
+            v.as_ptr() as usize % (2 << 20),
+            0,
+            "not on a 2 MiB boundary"
+        );
+        v[0] = 1;
+        *v.last_mut().unwrap() = 2;
+        let n = v.len();
+        // mapping to mapping (mremap), then to the system's heap and back
+        v.resize(3 * n, 3);
+        assert_eq!((v[0], v[n - 1], v[n], v[3 * n - 1]), (1, 2, 3, 3));
+        assert!(
+            advised(v.as_ptr() as usize + (64 << 20)),
+            "the grown part is not advised"
+        );
+        v.truncate(10);
+        v.shrink_to_fit();
+        assert_eq!(v[..2], [1, 0]);
+        v.resize(n, 4);
+        v.shrink_to_fit();
+        v.reserve_exact(n);
+        assert_eq!((v[0], v[9], v[10], v[n - 1]), (1, 0, 4, 4));
+        assert_eq!(v.as_ptr() as usize % 64, 0);
+        // a small buffer stays the system's: glibc's 16-byte alignment, not a mapping's
+        let small = [vec![0u8; 100], vec![0u8; 100]];
+        assert!(small
+            .iter()
+            .any(|b| !(b.as_ptr() as usize).is_multiple_of(4096)));
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod allocator;
 mod commands;
 mod inputs;
 mod kept_buffers;
+mod mapped_buffers;
 mod progress;
 
 use anyhow::Result;
