@@ -22,7 +22,7 @@
 //! ```
 
 use super::csr::{Csr, Sorted};
-use super::kernel_support::{host_slice, prefetch_row, Real, MIN_ROWS_PER_TASK, PREFETCH_AHEAD};
+use super::kernel_support::{host_slice, prefetch_edges, prefetch_row, Real, MIN_ROWS_PER_TASK};
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Shape, Tensor};
 use rayon::prelude::*;
@@ -85,11 +85,12 @@ fn per_row<T: Real>(
         });
     let mut out = vec![T::zero(); sorted.edge().len() * h];
     if h > 0 {
+        let ahead = prefetch_edges(h * std::mem::size_of::<T>());
         out.par_chunks_mut(h)
             .with_min_len(MIN_ROWS_PER_TASK)
             .enumerate()
             .for_each(|(e, o)| {
-                if let Some(&p) = sorted.pos().get(e + PREFETCH_AHEAD) {
+                if let Some(&p) = sorted.pos().get(e + ahead) {
                     prefetch_row(&buf, p as usize * h, h);
                 }
                 o.copy_from_slice(&buf[sorted.pos()[e] as usize * h..][..h])

@@ -27,8 +27,8 @@
 
 use super::csr::Csr;
 use super::kernel_support::{
-    host_slice, prefetch_row, rows_written_once, with_host, GatherSchedule, Real,
-    MIN_ROWS_PER_TASK, PREFETCH_AHEAD,
+    host_slice, prefetch_edges, prefetch_row, rows_written_once, with_host, GatherSchedule, Real,
+    MIN_ROWS_PER_TASK,
 };
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, CustomOp3, Layout, Shape, Tensor};
@@ -119,14 +119,13 @@ fn scores<T: Real>(
     if h == 0 {
         return out;
     }
+    // edges come by target: `xr`'s rows follow one another, `xl`'s are gathered at random
+    let ahead = prefetch_edges(width * std::mem::size_of::<T>());
     out.par_chunks_mut(h)
         .with_min_len(MIN_ROWS_PER_TASK)
         .enumerate()
         .for_each(|(e, se)| {
-            if let (Some(&j), Some(&i)) = (
-                csr.src().get(e + PREFETCH_AHEAD),
-                csr.dst().get(e + PREFETCH_AHEAD),
-            ) {
+            if let (Some(&j), Some(&i)) = (csr.src().get(e + ahead), csr.dst().get(e + ahead)) {
                 prefetch_row(xl, j as usize * width, width);
                 prefetch_row(xr, i as usize * width, width);
             }
@@ -268,16 +267,17 @@ fn scores_grad<T: Real>(
         _ => (csr.by_dst(), false),
     };
     let mut out = vec![T::zero(); csr.num_nodes() * width];
+    let ahead = prefetch_edges(width * std::mem::size_of::<T>());
     out.par_chunks_mut(width)
         .with_min_len(MIN_ROWS_PER_TASK)
         .enumerate()
         .for_each(|(node, row)| {
             for k in sorted.ptr()[node] as usize..sorted.ptr()[node + 1] as usize {
-                if let Some(&ahead) = sorted.other().get(k + PREFETCH_AHEAD) {
+                if let Some(&o) = sorted.other().get(k + ahead) {
                     // the other end's row; this node's own row is already in the cache
                     let rows = if node_is_src { xr } else { xl };
-                    prefetch_row(rows, ahead as usize * width, width);
-                    prefetch_row(g, sorted.edge()[k + PREFETCH_AHEAD] as usize * h, h);
+                    prefetch_row(rows, o as usize * width, width);
+                    prefetch_row(g, sorted.edge()[k + ahead] as usize * h, h);
                 }
                 let (e, other) = (sorted.edge()[k] as usize, sorted.other()[k] as usize);
                 let (j, i) = if node_is_src {
@@ -343,7 +343,11 @@ fn scores_grad_fixed<T: Real, const N: usize, const C: usize, const H: usize>(
         _ => (csr.by_dst(), false),
     };
     let local = GatherSchedule::for_rows(sorted, N * std::mem::size_of::<T>()).prefetch_ahead == 0;
-    let ahead = if local { 0 } else { PREFETCH_AHEAD };
+    let ahead = if local {
+        0
+    } else {
+        prefetch_edges(N * std::mem::size_of::<T>())
+    };
     let (ptr, other, edge) = (sorted.ptr(), sorted.other(), sorted.edge());
     // the other end's rows; this node's own row is already in the cache
     let rows = if node_is_src { xr } else { xl };

@@ -96,14 +96,24 @@ pub(crate) fn with_host<T: WithDType, R>(
     }
 }
 
-/// How many edges ahead the gathering kernels ask for a neighbour's row ([`prefetch_row`]).
-pub(crate) const PREFETCH_AHEAD: usize = 8;
+/// Cache lines of neighbours' rows the gathering kernels keep requested ahead of the edge they
+/// sum ([`prefetch_edges`]). Swept with `bench --roofline` on `csbm:1000000`, two threads (29 Nov
+/// 2026, after large buffers started on a cache line): `csr_spmm` at GCN's width (one line a
+/// row) took 84 ms at 8 edges ahead, 71 at 12, 42 at 32, 29 at 64, 27-28 at 96 and 128, the
+/// latency-bound limit of that run being 28 ms; at GATv2's 8 × 8 (four lines a row) 82-87 ms
+/// at 32 edges ahead against 139-161 at 8 and 12 and 87-99 at 64 to 128; `gat_scores` 173 ms
+/// at 32 against 193 at 8. So about 128 lines, whatever the row's width.
+pub(crate) const PREFETCH_LINES: usize = 128;
 
-/// How many edges ahead [`csr_spmm`](super::csr_spmm) requests a neighbour's row by default
-/// ([`GatherSchedule::prefetch_ahead`]). Swept with `bench --roofline` on `csbm:1000000`, two
-/// threads, CPU time (29 Nov 2026): 12 took 233-248 ms against 264-291 ms at 8 and 269-294 ms
-/// at 16; 4, 6, 24 and 32 were slower still. The other kernels keep [`PREFETCH_AHEAD`].
-pub(crate) const SPMM_PREFETCH_AHEAD: usize = 12;
+/// How many edges ahead a kernel gathering one random row of `row_bytes` per edge requests it:
+/// [`PREFETCH_LINES`] lines' worth, at least 8 edges.
+///
+/// (An earlier 8 edges, then 12 for `csr_spmm`, had been measured when glibc started every large
+/// buffer 16 bytes past a cache line, so that each request covered only part of a row and the
+/// rest missed anyway: more requests ahead then only cost more, docs/performance.md.)
+pub(crate) fn prefetch_edges(row_bytes: usize) -> usize {
+    (PREFETCH_LINES / row_bytes.div_ceil(64).max(1)).max(8)
+}
 
 /// Destination rows whose neighbour lists [`csr_spmm`](super::csr_spmm) walks interleaved, an
 /// edge of each in turn ([`GatherSchedule::block_rows`]). Measured, more rows were slower: 2
@@ -118,7 +128,8 @@ pub const MAX_BLOCK_ROWS: usize = 16;
 /// how far ahead it requests neighbours' rows, and how many destination rows it walks at once.
 /// Only the order of memory requests changes: each destination row still sums its edges in
 /// their original order, so every schedule gives bit-identical results. The default is the
-/// one measured fastest on a graph without locality (docs/performance.md, roofline section);
+/// one measured fastest on a graph without locality for rows of one cache line
+/// ([`GatherSchedule::scattered`]; docs/performance.md, roofline section);
 /// other values are for measuring (`workbook bench --roofline`).
 ///
 /// ```
@@ -138,11 +149,9 @@ pub struct GatherSchedule {
 }
 
 impl Default for GatherSchedule {
+    /// [`GatherSchedule::scattered`] for rows of one cache line (GCN's 16 channels of `f32`).
     fn default() -> Self {
-        Self {
-            prefetch_ahead: SPMM_PREFETCH_AHEAD,
-            block_rows: BLOCK_ROWS,
-        }
+        Self::scattered(64)
     }
 }
 
@@ -155,13 +164,15 @@ const SAMPLED_ROWS: usize = 1024;
 
 impl GatherSchedule {
     /// The schedule [`csr_spmm`](super::csr_spmm) uses for rows of `row_bytes` over `sorted`:
-    /// no software prefetch when at least nine in ten sampled edges join nodes whose rows lie
+    /// no software prefetch when at least 999 in 1,000 sampled edges join nodes whose rows lie
     /// within [`NEAR_BYTES`] of each other (a graph in a locality-preserving order, or a node
     /// table small enough for the cache), since a request for a row already in the cache only
-    /// costs instructions; [`GatherSchedule::default`] otherwise. Measured with `bench
-    /// --roofline` (29 Nov 2026, 2 threads): on `knn:1000000@rcm` `csr_spmm` at GCN's width took
-    /// 13 ms without prefetch against 19-21 ms with it; on the same graph with shuffled ids and
-    /// on `csbm:1000000` the prefetch is what keeps misses in flight.
+    /// costs instructions; [`GatherSchedule::scattered`] otherwise. Measured with `bench
+    /// --roofline` (29 Nov 2026, 2 threads, GCN's width): on `knn:1000000@rcm`, where no sampled
+    /// edge is far, `csr_spmm` took 11.8-12.3 ms without prefetch against 12.8 ms with it; after
+    /// Rabbit order, where 1.4% of the edges are far, 24-27 ms without against 13 ms with it (an
+    /// earlier threshold of nine in ten had chosen none there); on the same graph with shuffled
+    /// ids and on `csbm:1000000` the prefetch is what keeps misses in flight.
     ///
     /// ```
     /// use workbook::candle_core::Device;
@@ -171,6 +182,16 @@ impl GatherSchedule {
     /// let (src, dst): (Vec<u32>, Vec<u32>) = (1..n).map(|i| (i - 1, i)).unzip();
     /// let csr = Csr::new(&src, &dst, n as usize, &Device::Cpu).unwrap();
     /// assert_eq!(GatherSchedule::for_rows(csr.by_dst(), 64).prefetch_ahead, 0);
+    /// // a path of 100 000 nodes where one node in fifty also hears from half the graph away:
+    /// // 2% of the edges miss the cache, enough to request rows ahead
+    /// let n = 100_000u32;
+    /// let (mut src, mut dst): (Vec<u32>, Vec<u32>) = (1..n).map(|i| (i - 1, i)).unzip();
+    /// for i in (0..n).step_by(50) {
+    ///     src.push((i + n / 2) % n);
+    ///     dst.push(i);
+    /// }
+    /// let csr = Csr::new(&src, &dst, n as usize, &Device::Cpu).unwrap();
+    /// assert_eq!(GatherSchedule::for_rows(csr.by_dst(), 64), GatherSchedule::scattered(64));
     /// // 200 000 nodes (12 MB of rows) whose edges join ids far apart: requested ahead, as by
     /// // default
     /// let n = 200_000u32;
@@ -189,13 +210,29 @@ impl GatherSchedule {
                 near += usize::from((j as usize).abs_diff(i) <= near_rows);
             }
         }
-        if all > 0 && near * 10 >= all * 9 {
+        if all > 0 && near * 1000 >= all * 999 {
             Self {
                 prefetch_ahead: 0,
                 block_rows: BLOCK_ROWS,
             }
         } else {
-            Self::default()
+            Self::scattered(row_bytes)
+        }
+    }
+
+    /// The schedule for rows of `row_bytes` gathered at random (a graph without locality): each
+    /// row requested [`prefetch_edges`] edges ahead, one destination row after another.
+    ///
+    /// ```
+    /// use workbook::ops::GatherSchedule;
+    /// let (gcn, gat) = (GatherSchedule::scattered(64), GatherSchedule::scattered(256));
+    /// // rows of four cache lines are requested fewer edges ahead: the same lines in flight
+    /// assert_eq!(gcn.prefetch_ahead, 4 * gat.prefetch_ahead);
+    /// ```
+    pub fn scattered(row_bytes: usize) -> Self {
+        Self {
+            prefetch_ahead: prefetch_edges(row_bytes),
+            block_rows: BLOCK_ROWS,
         }
     }
 

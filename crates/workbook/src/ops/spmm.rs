@@ -26,8 +26,8 @@
 
 use super::csr::{Csr, Sorted};
 use super::kernel_support::{
-    host_slice, prefetch_row, rows_written_once, GatherSchedule, Real, MAX_BLOCK_ROWS,
-    MIN_ROWS_PER_TASK, PREFETCH_AHEAD,
+    host_slice, prefetch_edges, prefetch_row, rows_written_once, GatherSchedule, Real,
+    MAX_BLOCK_ROWS, MIN_ROWS_PER_TASK,
 };
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
@@ -431,12 +431,13 @@ fn edge_dot<T: Real>(a: &[T], b: &[T], csr: &Csr, transpose: bool, h: usize, c: 
     if h == 0 {
         return out;
     }
+    // edges come in `to`'s order: `a`'s rows follow one another, `b`'s are gathered at random
+    let ahead = prefetch_edges(width * std::mem::size_of::<T>());
     out.par_chunks_mut(h)
         .with_min_len(MIN_ROWS_PER_TASK)
         .enumerate()
         .for_each(|(e, oe)| {
-            if let (Some(&i), Some(&j)) = (to.get(e + PREFETCH_AHEAD), from.get(e + PREFETCH_AHEAD))
-            {
+            if let (Some(&i), Some(&j)) = (to.get(e + ahead), from.get(e + ahead)) {
                 prefetch_row(a, i as usize * width, width);
                 prefetch_row(b, j as usize * width, width);
             }
