@@ -9,7 +9,15 @@
 //! waits for the one before (the **latency** of a miss, page walk included); with more, the
 //! reads of different chains overlap, until the cores' miss buffers are full. The best rate over
 //! `k` is the **latency-bound limit** of a gather: what a kernel would reach if each edge were
-//! one random line and nothing else. Both page sizes are measured, on a mapping this module
+//! one random line and nothing else.
+//!
+//! Chains stop adding misses in flight when the core's window of instructions is full (the
+//! rate was still rising at 64 chains a thread on this project's machine). A kernel that
+//! requests rows ahead of use (`prefetch`) does not hold its window for them, and once large
+//! buffers started on a cache line `csr_spmm` ran faster than the chains' best rate (docs/performance.md,
+//! issue 47). So each thread also reads lines in a random order known in advance, requesting
+//! each [`PREFETCH_AHEAD`] reads before it uses it, as the kernels do with an edge list: the
+//! limit is the best rate of either way. Both page sizes are measured, on a mapping this module
 //! owns: 4 KiB pages (`MADV_NOHUGEPAGE`) and 2 MiB pages (`MADV_HUGEPAGE` before the first
 //! touch; the share the kernel granted is reported, and a refusal is a note, not an error).
 //! Times are each thread's CPU time, the slowest thread's, best of the repeats: on a machine
@@ -28,6 +36,9 @@ pub const TABLE_BYTES: usize = 512 << 20;
 
 /// Chains each thread follows at once.
 pub const STREAMS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+/// How many reads ahead the requested-ahead reads ask for their line.
+pub const PREFETCH_AHEAD: [usize; 4] = [32, 64, 128, 256];
 
 /// Random reads each thread makes per measurement, over all its chains.
 pub const READS_PER_THREAD: usize = 1 << 21;
@@ -63,7 +74,11 @@ pub struct Gather {
     pub latency_ns: f64,
     /// Random lines per second, all threads, for each entry of [`STREAMS`].
     pub lines_per_s: Vec<(usize, f64)>,
+    /// Random lines per second, all threads, requested ahead by each entry of [`PREFETCH_AHEAD`].
+    pub lines_per_s_ahead: Vec<(usize, f64)>,
+    /// The chain count of the chains' best rate.
     pub best_streams: usize,
+    /// The best rate, chains or requested ahead: the latency-bound limit.
     pub best_lines_per_s: f64,
     /// What did not go as asked (advice refused).
     pub note: Option<String>,
@@ -157,6 +172,66 @@ fn chase<const K: usize>(table: &[u64], starts: &[u64], steps: usize) -> u64 {
     p.iter().fold(0, |a, &b| a ^ b)
 }
 
+/// Sums the first word of the lines `order` names, each requested `AHEAD` reads before its use.
+fn ahead<const AHEAD: usize>(table: &[u64], order: &[u32]) -> u64 {
+    let mut sum = 0u64;
+    for (i, &line) in order.iter().enumerate() {
+        if let Some(&next) = order.get(i + AHEAD) {
+            prefetch(table, next as usize * WORDS_PER_LINE);
+        }
+        sum = sum.wrapping_add(table[line as usize * WORDS_PER_LINE]);
+    }
+    sum
+}
+
+fn ahead_k(k: usize, table: &[u64], order: &[u32]) -> u64 {
+    match k {
+        32 => ahead::<32>(table, order),
+        64 => ahead::<64>(table, order),
+        128 => ahead::<128>(table, order),
+        _ => ahead::<256>(table, order),
+    }
+}
+
+#[inline(always)]
+fn prefetch(table: &[u64], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if at < table.len() {
+        // SAFETY: `at` is inside the slice; a prefetch is a hint that reads nothing
+        // architecturally and cannot fault; SSE is part of the x86_64 baseline.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(table.as_ptr().add(at) as *const i8);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (table, at);
+}
+
+/// The slowest of `threads` threads' CPU seconds for `f(thread)`, best of `repeats`.
+fn slowest_thread(threads: usize, repeats: usize, f: impl Fn(usize) + Sync) -> f64 {
+    let mut best = f64::INFINITY;
+    for _ in 0..repeats.max(1) {
+        let slowest = std::thread::scope(|s| {
+            let runs: Vec<_> = (0..threads)
+                .map(|t| {
+                    let f = &f;
+                    s.spawn(move || {
+                        let start = thread_cpu_seconds();
+                        f(t);
+                        thread_cpu_seconds() - start
+                    })
+                })
+                .collect();
+            runs.into_iter()
+                .map(|r| r.join().unwrap_or(f64::NAN))
+                .fold(0f64, f64::max)
+        });
+        best = best.min(slowest);
+    }
+    best
+}
+
 fn chase_k(k: usize, table: &[u64], starts: &[u64], steps: usize) -> u64 {
     match k {
         1 => chase::<1>(table, starts, steps),
@@ -231,41 +306,40 @@ pub fn measure(
             .map(|c| order[c * (lines / chains)] as u64)
             .collect();
         // the slowest thread's CPU time, best of the repeats
-        let mut best = f64::INFINITY;
-        for _ in 0..repeats.max(1) {
-            let slowest = std::thread::scope(|s| {
-                let runs: Vec<_> = (0..threads)
-                    .map(|t| {
-                        let starts = &starts[t * k..(t + 1) * k];
-                        s.spawn(move || {
-                            let start = thread_cpu_seconds();
-                            std::hint::black_box(chase_k(k, table, starts, steps));
-                            thread_cpu_seconds() - start
-                        })
-                    })
-                    .collect();
-                runs.into_iter()
-                    .map(|r| r.join().unwrap_or(f64::NAN))
-                    .fold(0f64, f64::max)
-            });
-            best = best.min(slowest);
-        }
+        let best = slowest_thread(threads, repeats, |t| {
+            std::hint::black_box(chase_k(k, table, &starts[t * k..(t + 1) * k], steps));
+        });
         if k == 1 {
             latency_ns = best / steps as f64 * 1e9;
         }
         lines_per_s.push((k, (chains * steps) as f64 / best));
     }
-    let (best_streams, best_lines_per_s) = lines_per_s
-        .iter()
-        .copied()
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .unwrap_or((1, f64::NAN));
+    // each thread reads its own stretch of one random order of the lines: no line twice
+    let per_thread = reads.min(lines / threads).max(1);
+    let mut lines_per_s_ahead = Vec::new();
+    for &d in &PREFETCH_AHEAD {
+        let best = slowest_thread(threads, repeats, |t| {
+            let mine = &order[(t * per_thread).min(lines)..((t + 1) * per_thread).min(lines)];
+            std::hint::black_box(ahead_k(d, table, mine));
+        });
+        lines_per_s_ahead.push((d, (threads * per_thread) as f64 / best));
+    }
+    let best = |rates: &[(usize, f64)]| {
+        rates
+            .iter()
+            .copied()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap_or((1, f64::NAN))
+    };
+    let (best_streams, chained) = best(&lines_per_s);
+    let (_, requested) = best(&lines_per_s_ahead);
     Ok(Gather {
         huge_share,
         latency_ns,
         lines_per_s,
+        lines_per_s_ahead,
         best_streams,
-        best_lines_per_s,
+        best_lines_per_s: chained.max(requested),
         note,
     })
 }
@@ -300,6 +374,15 @@ mod tests {
             let ks: Vec<usize> = g.lines_per_s.iter().map(|&(k, _)| k).collect();
             assert_eq!(ks, STREAMS);
             assert!(g.lines_per_s.iter().all(|&(_, r)| r > 0.0 && r.is_finite()));
+            let ds: Vec<usize> = g.lines_per_s_ahead.iter().map(|&(d, _)| d).collect();
+            assert_eq!(ds, PREFETCH_AHEAD);
+            assert!(g
+                .lines_per_s_ahead
+                .iter()
+                .all(|&(_, r)| r > 0.0 && r.is_finite()));
+            // the limit is the best of both ways
+            let all = g.lines_per_s.iter().chain(&g.lines_per_s_ahead);
+            assert_eq!(g.best_lines_per_s, all.map(|&(_, r)| r).fold(0.0, f64::max));
             assert!(g.latency_ns > 0.0 && g.latency_ns.is_finite());
             assert!(STREAMS.contains(&g.best_streams));
             if let Some(share) = g.huge_share {

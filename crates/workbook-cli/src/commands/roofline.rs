@@ -197,11 +197,12 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
             gather::READS_PER_THREAD,
         )?;
         lines_per_s = lines_per_s.max(g.best_lines_per_s);
-        let by_streams: serde_json::Map<String, serde_json::Value> = g
-            .lines_per_s
-            .iter()
-            .map(|&(k, r)| (k.to_string(), json!(r)))
-            .collect();
+        let by = |rates: &[(usize, f64)]| -> serde_json::Map<String, serde_json::Value> {
+            rates
+                .iter()
+                .map(|&(k, r)| (k.to_string(), json!(r)))
+                .collect()
+        };
         println!(
             "{}",
             json!({
@@ -212,7 +213,8 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
                 "table_mib": gather::TABLE_BYTES >> 20,
                 "huge_share": g.huge_share,
                 "latency_ns": g.latency_ns,
-                "lines_per_s_by_streams": by_streams,
+                "lines_per_s_by_streams": by(&g.lines_per_s),
+                "lines_per_s_by_prefetch_ahead": by(&g.lines_per_s_ahead),
                 "best_streams": g.best_streams,
                 "best_lines_per_s": g.best_lines_per_s,
                 "best_gb_s": g.best_lines_per_s * 64.0 / 1e9,
@@ -321,7 +323,7 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
     let alpha = csr_softmax(&scores, &csr)?.to_dtype(DType::F32)?;
     let s = time(repeats, threads, || Ok(csr_spmm(&x_l, &alpha, &csr)?))?;
     report("csr_spmm", h, c, s, idx + 4 * e * h + 2 * 4 * n * h * c, 1);
-    schedules(&ctx, h, c, &x_l, &alpha, false)?;
+    schedules(&ctx, h, c, &x_l, &alpha, true)?;
     Ok(())
 }
 
@@ -352,16 +354,22 @@ struct Ctx<'a> {
 }
 
 /// `csr_spmm` at one width under the schedule it had before tuning (prefetch 8, row after row),
-/// under the default, any swept ones (`sweep`: the environment's, see [`sweep_values`]), and
+/// under the one it chooses for this graph ([`GatherSchedule::for_rows`], `"default": true`) and
+/// the one it would choose for a graph without locality ([`GatherSchedule::scattered`]), any swept ones (`sweep`: the environment's, see [`sweep_values`]), and
 /// then the first two again on copies of `x` and `w` advised into 2 MiB pages
 /// (`MADV_HUGEPAGE` + `MADV_COLLAPSE`), and the default once more on 4 KiB pages; one
 /// `"spmm_schedule"` line each.
 fn schedules(ctx: &Ctx, h: usize, c: usize, x: &Tensor, w: &Tensor, sweep: bool) -> Result<()> {
     let before = GatherSchedule::new(8, 1)?;
-    let d = GatherSchedule::default();
+    // what `csr_spmm` itself chooses for this graph and width, and its choice for a graph
+    // without locality
+    let row_bytes = 4 * h * c;
+    let d = GatherSchedule::for_rows(ctx.csr.by_dst(), row_bytes);
     let mut list = vec![before];
-    if d != before {
-        list.push(d);
+    for s in [d, GatherSchedule::scattered(row_bytes)] {
+        if !list.contains(&s) {
+            list.push(s);
+        }
     }
     if sweep {
         let ahead = sweep_values("WORKBOOK_ROOFLINE_PREFETCH")?;
