@@ -251,26 +251,36 @@ impl GatherSchedule {
 }
 
 /// Asks the CPU to start loading `data[start..start + len]` into the cache, one request per
-/// 64-byte line, without waiting for it. The kernels gather rows of random neighbours: on a
-/// large graph every row is a cache (and TLB) miss, and issued one at a time those misses
-/// serialise; requested a few edges ahead they overlap. Only a hint: nothing is read, results
-/// are unchanged; out-of-range requests are skipped; other architectures do nothing.
+/// 64-byte line it touches, without waiting for it. The kernels gather rows of random
+/// neighbours: on a large graph every row is a cache (and TLB) miss, and issued one at a time
+/// those misses serialise; requested ahead they overlap. The lines are counted from the row's
+/// addresses, not from its first element: a row that starts inside a line (glibc starts a large
+/// buffer 16 bytes into its mapping) touches one line more, and a miss on it would stall the
+/// kernel. Only a hint: nothing is read, results are unchanged; out-of-range requests are
+/// skipped; other architectures do nothing.
 #[inline(always)]
 pub(crate) fn prefetch_row<T>(data: &[T], start: usize, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         let end = (start + len).min(data.len());
-        let step = (64 / std::mem::size_of::<T>().max(1)).max(1);
-        let mut at = start;
-        while at < end {
-            // SAFETY: `at < data.len()`, so the pointer is inside the slice; a prefetch is a
-            // hint that reads nothing architecturally and cannot fault; SSE is part of the
-            // x86_64 baseline.
+        if start >= end {
+            return;
+        }
+        let size = std::mem::size_of::<T>();
+        let (ptr, base) = (data.as_ptr() as *const i8, data.as_ptr() as usize);
+        let (first, last) = (base + start * size, base + end * size - 1);
+        let mut line = first & !63;
+        while line <= last {
+            let at = ptr.wrapping_offset(line as isize - base as isize);
+            // SAFETY: `line` lies within the 64-byte lines that `data[start..end]` touches, all
+            // inside the slice's own lines; a prefetch is a hint that reads nothing
+            // architecturally and cannot fault, even for an address outside any mapping; SSE
+            // is part of the x86_64 baseline.
             unsafe {
                 use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                _mm_prefetch::<_MM_HINT_T0>(data.as_ptr().add(at) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(at);
             }
-            at += step;
+            line += 64;
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
