@@ -11,9 +11,9 @@
 //! [`map`] starts each buffer on a 2 MiB boundary, so that the 2 MiB pages the allocator asks
 //! for cover it from its first byte, and every row of a power-of-two size up to 2 MiB sits within
 //! as few cache lines as it can. [`remap`] grows or shrinks one with `mremap`, as glibc's
-//! `realloc` does, without copying. Linux only; elsewhere [`map`] gives null and the allocator
-//! keeps to the system's.
-//!
+//! `realloc` does, without copying. [`map`] and [`unmap`] work on every Unix (the gather
+//! micro-benchmark's table is one such mapping); [`remap`] and the huge-page advice on Linux
+//! only, where the binary's allocator uses them; elsewhere it keeps to the system's allocator.
 
 /// Where each mapping starts: the size of a huge page on x86-64 and aarch64 with 4 KiB pages.
 pub const ALIGN: usize = 2 << 20;
@@ -26,10 +26,11 @@ fn pages(size: usize) -> Option<usize> {
 }
 
 /// A fresh, zeroed, private mapping of `size` bytes starting on an [`ALIGN`] boundary, or null
-/// when the system refuses (out of memory, or not Linux), advised into 2 MiB pages when `huge`.
+/// when the system refuses (out of memory, or not Unix), advised into 2 MiB pages when `huge`
+/// (Linux).
 /// Never allocates from the heap.
 pub fn map(size: usize, huge: bool) -> *mut u8 {
-    #[cfg(target_os = "linux")]
+    #[cfg(unix)]
     {
         let (Some(len), Some(over)) = (pages(size), size.checked_add(ALIGN)) else {
             return std::ptr::null_mut();
@@ -65,6 +66,7 @@ pub fn map(size: usize, huge: bool) -> *mut u8 {
                 libc::munmap(end as *mut libc::c_void, base + over - end);
             }
         }
+        #[cfg(target_os = "linux")]
         if huge {
             // The whole mapping, its last partial 2 MiB included (only whole aligned 2 MiB
             // stretches get huge pages): advice on part of it would split it in two, and
@@ -74,9 +76,11 @@ pub fn map(size: usize, huge: bool) -> *mut u8 {
             // ignored on purpose, the buffer then keeps 4 KiB pages, which is only slower.
             unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
         }
+        #[cfg(not(target_os = "linux"))]
+        let _ = huge;
         start as *mut u8
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(unix))]
     {
         let _ = (size, huge);
         std::ptr::null_mut()
@@ -89,12 +93,12 @@ pub fn map(size: usize, huge: bool) -> *mut u8 {
 /// `ptr` and `size` are those of a live buffer from [`map`] or [`remap`], which nothing uses
 /// any more.
 pub unsafe fn unmap(ptr: *mut u8, size: usize) {
-    #[cfg(target_os = "linux")]
+    #[cfg(unix)]
     if let Some(len) = pages(size) {
         // SAFETY: the caller's contract: the range is a whole mapping of ours, no longer used.
         unsafe { libc::munmap(ptr as *mut libc::c_void, len) };
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(unix))]
     let _ = (ptr, size);
 }
 

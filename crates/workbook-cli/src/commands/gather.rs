@@ -86,59 +86,39 @@ pub struct Gather {
 
 /// An anonymous mapping this module owns, 2 MiB-aligned, unmapped on drop.
 struct Mapping {
-    base: *mut libc::c_void,
-    map_len: usize,
     start: usize,
     len: usize,
 }
 
 impl Mapping {
     fn new(len: usize) -> Result<Self> {
-        let map_len = len + HUGE_PAGE;
-        // SAFETY: a fresh private anonymous mapping: no file, no address hint, nothing else
-        // refers to it; failure is MAP_FAILED, checked below.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
+        // no advice yet: the caller gives each page size its own
+        let start = crate::mapped_buffers::map(len, false);
+        if start.is_null() {
             bail!(
                 "mapping {} MiB for the gather table: {}",
-                map_len >> 20,
+                len >> 20,
                 std::io::Error::last_os_error()
             );
         }
-        let start = (base as usize).next_multiple_of(HUGE_PAGE);
         Ok(Self {
-            base,
-            map_len,
-            start,
+            start: start as usize,
             len,
         })
     }
 
     fn words(&mut self) -> &mut [u64] {
-        // SAFETY: `[start, start + len)` lies inside the mapping (`start` is at most
-        // HUGE_PAGE - 1 bytes past `base`, and the mapping is `len + HUGE_PAGE` long), which is
-        // readable, writable, zero-filled (a valid u64 array), 8-byte aligned, and borrowed
-        // mutably through `self` only.
+        // SAFETY: `[start, start + len)` is the mapping `new` made, which is readable, writable,
+        // zero-filled (a valid u64 array), 2 MiB-aligned, and borrowed mutably through `self`
+        // only.
         unsafe { std::slice::from_raw_parts_mut(self.start as *mut u64, self.len / 8) }
     }
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: exactly the mapping `new` made; no slice of it outlives `self`. A failure
-        // would only leak address space, so the return value is not needed.
-        unsafe {
-            libc::munmap(self.base, self.map_len);
-        }
+        // SAFETY: exactly the mapping `new` made; no slice of it outlives `self`.
+        unsafe { crate::mapped_buffers::unmap(self.start as *mut u8, self.len) }
     }
 }
 
