@@ -10,6 +10,7 @@ fn workbook(args: &[&str], cwd: &Path) -> Output {
         .current_dir(cwd)
         .env("WORKBOOK_DATA_DIR", cwd.join("no-data"))
         .env("WORKBOOK_DEVICE", "cpu")
+        .env_remove("WORKBOOK_KEEP_BUFFERS")
         .output()
         .expect("the binary runs")
 }
@@ -77,6 +78,8 @@ fn roofline_reports_bandwidth_and_each_kernels_fraction_of_it() {
     assert_eq!(lines[0]["threads"], 1);
     assert!(lines[0]["copy_gb_s"].as_f64().unwrap() > 0.0);
     assert!(lines[0]["triad_gb_s"].as_f64().unwrap() > 0.0);
+    // nothing kept unless asked: the kernels' times include fresh pages for their outputs
+    assert_eq!(lines[0]["keep_buffers_mb"], 0);
     let edges = lines[1]["edges"].as_u64().unwrap();
     assert_eq!(lines[1]["nodes"], 3000);
     assert!(edges > 3000, "self-loops included: {edges}");

@@ -182,6 +182,10 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
                 .and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok()),
             "copy_gb_s": copy / 1e9,
             "triad_gb_s": triad / 1e9,
+            // with freed buffers kept (WORKBOOK_KEEP_BUFFERS), a kernel's output is written
+            // into pages already faulted in, as STREAM's arrays are; without, the system zeroes
+            // fresh pages for every call, and that is in the kernels' times
+            "keep_buffers_mb": crate::allocator::kept_buffers_cap() >> 20,
         })
     );
 
