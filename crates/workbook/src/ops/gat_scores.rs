@@ -119,7 +119,8 @@ fn scores<T: Real>(
     if h == 0 {
         return out;
     }
-    // edges come by target: `xr`'s rows follow one another, `xl`'s are gathered at random
+    // edges in their own order; edge lists usually come grouped by one end, so the distance is
+    // counted for one gathered row per edge
     let ahead = prefetch_edges(width * std::mem::size_of::<T>());
     out.par_chunks_mut(h)
         .with_min_len(MIN_ROWS_PER_TASK)

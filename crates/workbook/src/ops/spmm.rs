@@ -431,7 +431,8 @@ fn edge_dot<T: Real>(a: &[T], b: &[T], csr: &Csr, transpose: bool, h: usize, c: 
     if h == 0 {
         return out;
     }
-    // edges come in `to`'s order: `a`'s rows follow one another, `b`'s are gathered at random
+    // edges in their own order; edge lists usually come grouped by one end, so the distance is
+    // counted for one gathered row per edge
     let ahead = prefetch_edges(width * std::mem::size_of::<T>());
     out.par_chunks_mut(h)
         .with_min_len(MIN_ROWS_PER_TASK)
