@@ -221,7 +221,9 @@ impl GatherSchedule {
     }
 
     /// The schedule for rows of `row_bytes` gathered at random (a graph without locality): each
-    /// row requested [`prefetch_edges`] edges ahead, one destination row after another.
+    /// row requested as many edges ahead as make 128 cache lines in flight (at least 8 edges),
+    /// one destination row after another; measured in docs/performance.md ("Rows on a cache
+    /// line").
     ///
     /// ```
     /// use workbook::ops::GatherSchedule;
