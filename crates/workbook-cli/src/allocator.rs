@@ -34,7 +34,9 @@
 //! does not zero them afresh every training step: `WORKBOOK_KEEP_BUFFERS=6G` keeps up to 6 GiB.
 //! Off by default: it trades memory for time (on GATv2 over `knn:1000000`, 21-30% off a training
 //! step for 2 GB more peak memory, and nothing gained below the step's working set of buffers;
-//! docs/performance.md).
+//! docs/performance.md). A kept buffer's pages are the system's to reclaim while it is kept
+//! (`MADV_FREE`, [`crate::mapped_buffers::may_reclaim`]), so keeping cannot run the machine out
+//! of memory; they still count as the process's resident memory until the system takes them.
 
 /// Keeps buffers up to 32 MiB (glibc's largest mmap threshold on 64-bit) in the heap, up to
 /// 512 MiB of freed heap in the process, and one arena for all threads. Other platforms:
@@ -184,6 +186,12 @@ unsafe impl GlobalAlloc for HugePageAlloc {
         };
         let mut out = [block; KEPT_SLOTS];
         let n = if keeps(&layout) {
+            // Marked before it is kept, while no other thread can take it: a kept buffer's pages
+            // are the system's to reclaim if memory runs short, so keeping cannot run a machine
+            // out of memory (in a 6 GiB cgroup, GATv2 on knn:1000000 with 6G kept was killed
+            // without the mark and ran 22% faster than nothing kept with it; docs/performance.md).
+            // SAFETY: the block is a live mapping of this size whose owner freed it.
+            unsafe { mapped_buffers::may_reclaim(ptr, layout.size()) };
             kept().keep(block, KEEP_CAP.load(Ordering::Relaxed), &mut out)
         } else {
             1
@@ -229,26 +237,47 @@ unsafe impl GlobalAlloc for HugePageAlloc {
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
-    /// Whether the mapping holding `addr` carries `MADV_HUGEPAGE` (`hg` in its smaps VmFlags).
-    fn advised(addr: usize) -> bool {
+    /// The lines of `/proc/self/smaps` about the mapping that holds `addr`.
+    fn mapping(addr: usize) -> Vec<String> {
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut lines = Vec::new();
         let mut inside = false;
         for line in smaps.lines() {
             let first = line.split_whitespace().next().unwrap_or("");
             if let Some((a, b)) = first.split_once('-') {
                 if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
                 {
+                    if inside {
+                        break;
+                    }
                     inside = a <= addr && addr < b;
                     continue;
                 }
             }
             if inside {
-                if let Some(flags) = line.strip_prefix("VmFlags:") {
-                    return flags.split_whitespace().any(|f| f == "hg");
-                }
+                lines.push(line.to_string());
             }
         }
-        panic!("no mapping holds {addr:#x}");
+        assert!(!lines.is_empty(), "no mapping holds {addr:#x}");
+        lines
+    }
+
+    /// Whether the mapping holding `addr` carries `MADV_HUGEPAGE` (`hg` in its smaps VmFlags).
+    fn advised(addr: usize) -> bool {
+        mapping(addr).iter().any(|l| {
+            l.strip_prefix("VmFlags:")
+                .is_some_and(|flags| flags.split_whitespace().any(|f| f == "hg"))
+        })
+    }
+
+    /// KiB of the mapping holding `addr` that the system may reclaim (`MADV_FREE`, not written
+    /// since).
+    fn lazy_free_kib(addr: usize) -> u64 {
+        mapping(addr)
+            .iter()
+            .find_map(|l| l.strip_prefix("LazyFree:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("smaps gives LazyFree")
     }
 
     #[test]
@@ -310,7 +339,14 @@ mod tests {
         let mut first = Vec::<u8>::with_capacity(size);
         first.resize(size, 7);
         let at = first.as_ptr() as usize;
+        assert_eq!(lazy_free_kib(at), 0);
         drop(first);
+        // kept for the system to reclaim if memory runs short: its written pages are marked
+        assert!(
+            lazy_free_kib(at) >= 40 << 10,
+            "the kept buffer's pages are not marked: {} KiB",
+            lazy_free_kib(at)
+        );
         // kept, not unmapped (an address alone could be the kernel's reuse of a fresh mapping)
         let block = super::kept()
             .take(size, 1)
@@ -328,5 +364,7 @@ mod tests {
             zeroed.iter().all(|&b| b == 0),
             "a kept buffer handed out unzeroed"
         );
+        // written again: the pages are the program's once more
+        assert_eq!(lazy_free_kib(at), 0);
     }
 }

@@ -12,8 +12,10 @@
 //! exactly a kept block's size and alignment takes it back. A block that does not fit under the
 //! cap is released, unless blocks kept long ago and never taken back make room. The price is
 //! memory: a process holds up to `cap` bytes more than it uses, as PyTorch's "reserved" GPU
-//! memory exceeds its "allocated"; and a cap below the step's working set of buffers buys little
-//! (measured in docs/performance.md), which is why the binary keeps nothing unless asked.
+//! memory exceeds its "allocated" (the global allocator lets the system reclaim a kept block's
+//! pages when memory runs short, but until then they are resident); and a cap below the step's
+//! working set of buffers buys little (measured in docs/performance.md), which is why the binary
+//! keeps nothing unless asked.
 //!
 //! This file is the bookkeeping only; it hands back the blocks to release, so that the caller
 //! (the global allocator) frees them outside its lock, and it never allocates.

@@ -102,6 +102,25 @@ pub unsafe fn unmap(ptr: *mut u8, size: usize) {
     let _ = (ptr, size);
 }
 
+/// Lets the system take back the pages of a buffer of `size` bytes from [`map`] or [`remap`]
+/// that the program keeps for later (`MADV_FREE`): until they are written again, the system may
+/// reclaim them when memory runs short, instead of running out, and a page it took reads as
+/// zeros. Writing a page keeps it. Refused (before Linux 4.5) or elsewhere: nothing happens.
+///
+/// # Safety
+/// `ptr` and `size` are those of a live buffer from [`map`] or [`remap`] whose contents nobody
+/// needs any more: nothing else may use it until it is handed out again.
+pub unsafe fn may_reclaim(ptr: *mut u8, size: usize) {
+    #[cfg(target_os = "linux")]
+    if let Some(len) = pages(size) {
+        // SAFETY: the caller's contract: the range is a whole mapping of ours whose contents
+        // are not needed; MADV_FREE changes no address, and a refusal is ignored on purpose.
+        unsafe { libc::madvise(ptr as *mut libc::c_void, len, libc::MADV_FREE) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (ptr, size);
+}
+
 /// The buffer of `old` bytes at `ptr` resized to `new` bytes (moved if need be, its contents
 /// kept up to the smaller size), or null when the system refuses, the old buffer then unchanged.
 /// The new start keeps only the page alignment that `mremap` gives.
