@@ -29,6 +29,7 @@
 use super::roofline::thread_cpu_seconds;
 use anyhow::{bail, Result};
 use workbook::ops::huge_pages::{advise_range, huge_page_bytes, HUGE_PAGE};
+use workbook::ops::kernel_support::prefetch_row;
 
 /// Bytes of the table: 16 times the 32 MiB L3 of this project's machine, twice GATv2's node
 /// table on `csbm:1000000`.
@@ -157,7 +158,7 @@ fn ahead<const AHEAD: usize>(table: &[u64], order: &[u32]) -> u64 {
     let mut sum = 0u64;
     for (i, &line) in order.iter().enumerate() {
         if let Some(&next) = order.get(i + AHEAD) {
-            prefetch(table, next as usize * WORDS_PER_LINE);
+            prefetch_row(table, next as usize * WORDS_PER_LINE, 1);
         }
         sum = sum.wrapping_add(table[line as usize * WORDS_PER_LINE]);
     }
@@ -171,21 +172,6 @@ fn ahead_k(k: usize, table: &[u64], order: &[u32]) -> u64 {
         128 => ahead::<128>(table, order),
         _ => ahead::<256>(table, order),
     }
-}
-
-#[inline(always)]
-fn prefetch(table: &[u64], at: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if at < table.len() {
-        // SAFETY: `at` is inside the slice; a prefetch is a hint that reads nothing
-        // architecturally and cannot fault; SSE is part of the x86_64 baseline.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(table.as_ptr().add(at) as *const i8);
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (table, at);
 }
 
 /// The slowest of `threads` threads' CPU seconds for `f(thread)`, best of `repeats`.

@@ -259,9 +259,25 @@ impl GatherSchedule {
 /// addresses, not from its first element: a row that starts inside a line (glibc starts a large
 /// buffer 16 bytes into its mapping) touches one line more, and a miss on it would stall the
 /// kernel. Only a hint: nothing is read, results are unchanged; out-of-range requests are
-/// skipped; other architectures do nothing.
+/// skipped; other architectures do nothing. Public for a reader's own gathering kernel (and the
+/// CLI's gather micro-benchmark), which needs the same requests.
+///
+/// ```
+/// use workbook::ops::kernel_support::prefetch_row;
+/// let table = vec![1f32; 1 << 16];
+/// let order = [40_000usize, 7, 12_345, 63_999];
+/// let mut sum = 0.0;
+/// for (i, &row) in order.iter().enumerate() {
+///     if let Some(&next) = order.get(i + 2) {
+///         prefetch_row(&table, next, 16); // two rows ahead
+///     }
+///     sum += table[row];
+/// }
+/// prefetch_row(&table, 1 << 20, 16); // past the end: skipped
+/// assert_eq!(sum, 4.0);
+/// ```
 #[inline(always)]
-pub(crate) fn prefetch_row<T>(data: &[T], start: usize, len: usize) {
+pub fn prefetch_row<T>(data: &[T], start: usize, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         let end = (start + len).min(data.len());
