@@ -123,9 +123,24 @@ fn keeps(layout: &Layout) -> bool {
     mapped(layout) && KEEP_CAP.load(Ordering::Relaxed) > 0
 }
 
-/// A kept buffer of exactly `layout`'s size and alignment, zeroed when `zeroed`.
-fn kept_for(layout: &Layout, zeroed: bool) -> Option<*mut u8> {
-    let b = kept().take(layout.size(), layout.align())?;
+/// A block for a layout that is [`mapped`]: a kept buffer of exactly its size and alignment
+/// (zeroed when `zeroed`), else a fresh mapping (which the kernel zeroes); `None` for the
+/// layouts the system's allocator serves.
+fn mapped_block(layout: &Layout, zeroed: bool) -> Option<*mut u8> {
+    if !mapped(layout) {
+        return None;
+    }
+    let taken = if keeps(layout) {
+        kept().take(layout.size(), layout.align())
+    } else {
+        None
+    };
+    let Some(b) = taken else {
+        return Some(mapped_buffers::map(
+            layout.size(),
+            HUGE_PAGES.load(Ordering::Relaxed),
+        ));
+    };
     let p = b.ptr as *mut u8;
     if zeroed {
         // SAFETY: `p` is a live block of `layout.size()` bytes that nothing else references: its
@@ -148,30 +163,13 @@ pub struct HugePageAlloc;
 // The advice does not touch the memory.
 unsafe impl GlobalAlloc for HugePageAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if keeps(&layout) {
-            if let Some(p) = kept_for(&layout, false) {
-                return p;
-            }
-        }
-        if mapped(&layout) {
-            return mapped_buffers::map(layout.size(), HUGE_PAGES.load(Ordering::Relaxed));
-        }
         // SAFETY: forwarded with the caller's contract for `alloc`.
-        unsafe { System.alloc(layout) }
+        mapped_block(&layout, false).unwrap_or_else(|| unsafe { System.alloc(layout) })
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if keeps(&layout) {
-            if let Some(p) = kept_for(&layout, true) {
-                return p;
-            }
-        }
-        if mapped(&layout) {
-            // a fresh mapping is zeroed by the kernel
-            return mapped_buffers::map(layout.size(), HUGE_PAGES.load(Ordering::Relaxed));
-        }
         // SAFETY: forwarded with the caller's contract for `alloc_zeroed`.
-        unsafe { System.alloc_zeroed(layout) }
+        mapped_block(&layout, true).unwrap_or_else(|| unsafe { System.alloc_zeroed(layout) })
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
