@@ -51,20 +51,24 @@ impl<const SLOTS: usize> KeptBuffers<SLOTS> {
 
     /// A kept block of exactly `size` bytes and alignment `align`, no longer kept.
     pub fn take(&mut self, size: usize, align: usize) -> Option<Block> {
-        let slot = self
-            .slots
-            .iter_mut()
-            .find(|s| s.is_some_and(|(b, _)| b.size == size && b.align == align))?;
-        let (block, _) = slot.take()?;
+        let k = (0..SLOTS)
+            .find(|&k| self.slots[k].is_some_and(|(b, _)| b.size == size && b.align == align))?;
+        Some(self.evict(k))
+    }
+
+    /// The block kept in slot `k`, no longer kept.
+    fn evict(&mut self, k: usize) -> Block {
+        let (block, _) = self.slots[k].take().expect("a kept slot");
         self.bytes -= block.size;
-        Some(block)
+        block
     }
 
     /// Keeps a freed block if it fits under `cap` bytes (one larger than `cap` is released at
     /// once), after releasing blocks kept long ago and never taken back since (more than
-    /// [`Self::STALE`] keeps ago, oldest first); otherwise releases the block itself. Blocks already kept stay rather than the newest: a training
-    /// step frees its buffers in the order it allocates them again, so making room for the newest
-    /// would release each block just before its reuse. With every slot taken, the least recently
+    /// [`Self::STALE`] keeps ago, oldest first); otherwise releases the block itself. Blocks
+    /// already kept stay rather than the newest: a training step frees its buffers in the order
+    /// it allocates them again, so making room for the newest would release each block just
+    /// before its reuse. With every slot taken, the least recently
     /// kept block makes way. The blocks to release are written to `out`; returns their number.
     pub fn keep(&mut self, block: Block, cap: usize, out: &mut [Block; SLOTS]) -> usize {
         if block.size > cap {
@@ -76,9 +80,7 @@ impl<const SLOTS: usize> KeptBuffers<SLOTS> {
         while self.bytes + block.size > cap {
             match self.oldest() {
                 Some((k, kept_at)) if self.tick - kept_at > Self::STALE => {
-                    let (old, _) = self.slots[k].take().expect("a kept slot");
-                    self.bytes -= old.size;
-                    out[n] = old;
+                    out[n] = self.evict(k);
                     n += 1;
                 }
                 _ => {
@@ -89,9 +91,7 @@ impl<const SLOTS: usize> KeptBuffers<SLOTS> {
         }
         while self.slots.iter().all(Option::is_some) {
             let (oldest, _) = self.oldest().expect("every slot is taken");
-            let (old, _) = self.slots[oldest].take().expect("a kept slot");
-            self.bytes -= old.size;
-            out[n] = old;
+            out[n] = self.evict(oldest);
             n += 1;
         }
         self.tick += 1;
@@ -134,6 +134,15 @@ mod tests {
         align: 1,
     };
 
+    /// Keeps and takes back a small block (pointer 9) until every block kept before is stale.
+    fn make_stale<const S: usize>(kept: &mut KeptBuffers<S>, size: usize, cap: usize) {
+        let mut out = [NONE; S];
+        for _ in 0..=KeptBuffers::<S>::STALE {
+            assert_eq!(kept.keep(block(9, size), cap, &mut out), 0);
+            assert_eq!(kept.take(size, 8), Some(block(9, size)));
+        }
+    }
+
     #[test]
     fn a_freed_block_comes_back_for_its_size_and_alignment_only() {
         let mut kept = KeptBuffers::<4>::new();
@@ -157,11 +166,7 @@ mod tests {
         assert_eq!(&out[..n], [block(4, 40)], "the kept ones stay");
         assert_eq!(kept.kept_bytes(), 100);
         // a small block kept and taken back again and again: the three above go stale
-        for _ in 0..=KeptBuffers::<4>::STALE {
-            let n = kept.keep(block(9, 1), 200, &mut out);
-            assert_eq!(n, 0);
-            assert_eq!(kept.take(1, 8), Some(block(9, 1)));
-        }
+        make_stale(&mut kept, 1, 200);
         let n = kept.keep(block(5, 40), 100, &mut out);
         let released = [block(1, 30), block(2, 20)];
         assert_eq!(
@@ -179,10 +184,7 @@ mod tests {
         assert_eq!(kept.keep(block(1, 10), 20, &mut out), 0);
         assert_eq!(kept.keep(block(2, 10), 20, &mut out), 0);
         // both go stale
-        for _ in 0..=KeptBuffers::<3>::STALE {
-            assert_eq!(kept.keep(block(9, 0), 20, &mut out), 0);
-            assert_eq!(kept.take(0, 8), Some(block(9, 0)));
-        }
+        make_stale(&mut kept, 0, 20);
         // it could never fit: the stale blocks stay, only the block itself is released
         let n = kept.keep(block(3, 21), 20, &mut out);
         assert_eq!(&out[..n], [block(3, 21)]);
