@@ -282,7 +282,7 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         bandwidth,
         lines_per_s,
     };
-    schedules(&ctx, h, c, &x, &w, true)?;
+    schedules(&ctx, h, c, &x, &w)?;
     // The same width as GCNConv runs it without edge weights: each edge's weight formed from
     // deg^-1/2 of its ends, so neither the [E] weights nor the edge ids are read.
     let x_flat = x.reshape((n, h * c))?;
@@ -327,7 +327,7 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
     let alpha = csr_softmax(&scores, &csr)?.to_dtype(DType::F32)?;
     let s = time(repeats, threads, || Ok(csr_spmm(&x_l, &alpha, &csr)?))?;
     report("csr_spmm", h, c, s, idx + 4 * e * h + 2 * 4 * n * h * c, 1);
-    schedules(&ctx, h, c, &x_l, &alpha, true)?;
+    schedules(&ctx, h, c, &x_l, &alpha)?;
     Ok(())
 }
 
@@ -359,42 +359,41 @@ struct Ctx<'a> {
 
 /// `csr_spmm` at one width under the schedule it had before tuning (prefetch 8, row after row),
 /// under the one it chooses for this graph ([`GatherSchedule::for_rows`], `"default": true`) and
-/// the one it would choose for a graph without locality ([`GatherSchedule::scattered`]), any swept ones (`sweep`: the environment's, see [`sweep_values`]), and
-/// then the first two again on copies of `x` and `w` advised into 2 MiB pages
-/// (`MADV_HUGEPAGE` + `MADV_COLLAPSE`), and the default once more on 4 KiB pages; one
-/// `"spmm_schedule"` line each.
-fn schedules(ctx: &Ctx, h: usize, c: usize, x: &Tensor, w: &Tensor, sweep: bool) -> Result<()> {
+/// the one it would choose for a graph without locality ([`GatherSchedule::scattered`]), any
+/// swept ones (the environment's, see [`sweep_values`]), and then the first two again on copies
+/// of `x` and `w` advised into 2 MiB pages (`MADV_HUGEPAGE` + `MADV_COLLAPSE`), and the default
+/// once more on 4 KiB pages; one `"spmm_schedule"` line each.
+fn schedules(ctx: &Ctx, h: usize, c: usize, x: &Tensor, w: &Tensor) -> Result<()> {
     let before = GatherSchedule::new(8, 1)?;
     // what `csr_spmm` itself chooses for this graph and width, and its choice for a graph
     // without locality
     let row_bytes = 4 * h * c;
     let d = GatherSchedule::for_rows(ctx.csr.by_dst(), row_bytes);
-    let mut list = vec![before];
-    for s in [d, GatherSchedule::scattered(row_bytes)] {
-        if !list.contains(&s) {
-            list.push(s);
+    let ahead = sweep_values("WORKBOOK_ROOFLINE_PREFETCH")?;
+    let blocks = sweep_values("WORKBOOK_ROOFLINE_BLOCK")?;
+    let ahead = if ahead.is_empty() {
+        vec![d.prefetch_ahead]
+    } else {
+        ahead
+    };
+    let blocks = if blocks.is_empty() {
+        vec![d.block_rows]
+    } else {
+        blocks
+    };
+    let mut swept = Vec::new();
+    for &a in &ahead {
+        for &b in &blocks {
+            swept.push(GatherSchedule::new(a, b)?);
         }
     }
-    if sweep {
-        let ahead = sweep_values("WORKBOOK_ROOFLINE_PREFETCH")?;
-        let blocks = sweep_values("WORKBOOK_ROOFLINE_BLOCK")?;
-        let ahead = if ahead.is_empty() {
-            vec![d.prefetch_ahead]
-        } else {
-            ahead
-        };
-        let blocks = if blocks.is_empty() {
-            vec![d.block_rows]
-        } else {
-            blocks
-        };
-        for &a in &ahead {
-            for &b in &blocks {
-                let s = GatherSchedule::new(a, b)?;
-                if !list.contains(&s) {
-                    list.push(s);
-                }
-            }
+    let mut list = vec![before];
+    for s in [d, GatherSchedule::scattered(row_bytes)]
+        .into_iter()
+        .chain(swept)
+    {
+        if !list.contains(&s) {
+            list.push(s);
         }
     }
     let (n, e) = (ctx.csr.num_nodes(), ctx.csr.num_edges());
