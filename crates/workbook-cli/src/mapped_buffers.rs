@@ -27,15 +27,13 @@ fn pages(size: usize) -> Option<usize> {
 
 /// A fresh, zeroed, private mapping of `size` bytes starting on an [`ALIGN`] boundary, or null
 /// when the system refuses (out of memory, or not Unix), advised into 2 MiB pages when `huge`
-/// (Linux).
-/// Never allocates from the heap.
+/// (Linux). Never allocates from the heap.
 pub fn map(size: usize, huge: bool) -> *mut u8 {
     #[cfg(unix)]
     {
-        let (Some(len), Some(over)) = (pages(size), size.checked_add(ALIGN)) else {
-            return std::ptr::null_mut();
-        };
-        let Some(over) = pages(over) else {
+        // `over` leaves room to move the start up to the next ALIGN boundary
+        let over = size.checked_add(ALIGN).and_then(pages);
+        let (Some(len), Some(over)) = (pages(size), over) else {
             return std::ptr::null_mut();
         };
         // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
