@@ -44,6 +44,12 @@ pub const PREFETCH_AHEAD: [usize; 4] = [32, 64, 128, 256];
 /// Random reads each thread makes per measurement, over all its chains.
 pub const READS_PER_THREAD: usize = 1 << 21;
 
+/// Cache lines in a wide row: GATv2's 8 heads × 8 channels of `f32`, 256 bytes. Adjacent lines
+/// of one row cost less than as many random lines (they share a page walk, and the hardware
+/// fetches pairs of lines), so a kernel gathering such rows is held to the rate of random rows
+/// of that width, measured the same way.
+pub const WIDE_ROW_LINES: usize = 4;
+
 const LINE: usize = 64;
 const WORDS_PER_LINE: usize = LINE / 8;
 
@@ -77,10 +83,15 @@ pub struct Gather {
     pub lines_per_s: Vec<(usize, f64)>,
     /// Random lines per second, all threads, requested ahead by each entry of [`PREFETCH_AHEAD`].
     pub lines_per_s_ahead: Vec<(usize, f64)>,
+    /// Random rows of [`WIDE_ROW_LINES`] lines per second, all threads, requested ahead by each
+    /// entry of [`PREFETCH_AHEAD`] (counted in lines, as the kernels count their distance).
+    pub wide_rows_per_s_ahead: Vec<(usize, f64)>,
     /// The chain count of the chains' best rate.
     pub best_streams: usize,
     /// The best rate, chains or requested ahead: the latency-bound limit.
     pub best_lines_per_s: f64,
+    /// The best rate of random wide rows: the limit of a gather of such rows.
+    pub best_wide_rows_per_s: f64,
     /// What did not go as asked (advice refused).
     pub note: Option<String>,
 }
@@ -171,6 +182,34 @@ fn ahead_k(k: usize, table: &[u64], order: &[u32]) -> u64 {
         64 => ahead::<64>(table, order),
         128 => ahead::<128>(table, order),
         _ => ahead::<256>(table, order),
+    }
+}
+
+/// Sums the first word of every line of the wide rows `rows` names (rows of [`WIDE_ROW_LINES`]
+/// lines), each row requested whole `AHEAD` rows before its use, as a kernel gathering such
+/// rows does.
+fn ahead_wide<const AHEAD: usize>(table: &[u64], rows: &[u32]) -> u64 {
+    const ROW_WORDS: usize = WIDE_ROW_LINES * WORDS_PER_LINE;
+    let mut sum = 0u64;
+    for (i, &row) in rows.iter().enumerate() {
+        if let Some(&next) = rows.get(i + AHEAD) {
+            prefetch_row(table, next as usize * ROW_WORDS, ROW_WORDS);
+        }
+        let words = &table[row as usize * ROW_WORDS..][..ROW_WORDS];
+        for line in words.chunks_exact(WORDS_PER_LINE) {
+            sum = sum.wrapping_add(line[0]);
+        }
+    }
+    sum
+}
+
+/// [`ahead_wide`] requesting `lines` lines ahead, that is `lines / WIDE_ROW_LINES` rows.
+fn ahead_wide_k(lines: usize, table: &[u64], rows: &[u32]) -> u64 {
+    match lines / WIDE_ROW_LINES {
+        8 => ahead_wide::<8>(table, rows),
+        16 => ahead_wide::<16>(table, rows),
+        32 => ahead_wide::<32>(table, rows),
+        _ => ahead_wide::<64>(table, rows),
     }
 }
 
@@ -290,6 +329,18 @@ pub fn measure(
         });
         lines_per_s_ahead.push((d, (threads * per_thread) as f64 / best));
     }
+    // wide rows: each thread its own stretch of one random order of the rows
+    let wide_order = cycle(lines / WIDE_ROW_LINES);
+    let rows = wide_order.len();
+    let per_thread = (reads / WIDE_ROW_LINES).min(rows / threads).max(1);
+    let mut wide_rows_per_s_ahead = Vec::new();
+    for &d in &PREFETCH_AHEAD {
+        let best = slowest_thread(threads, repeats, |t| {
+            let mine = &wide_order[(t * per_thread).min(rows)..((t + 1) * per_thread).min(rows)];
+            std::hint::black_box(ahead_wide_k(d, table, mine));
+        });
+        wide_rows_per_s_ahead.push((d, (threads * per_thread) as f64 / best));
+    }
     let best = |rates: &[(usize, f64)]| {
         rates
             .iter()
@@ -299,13 +350,16 @@ pub fn measure(
     };
     let (best_streams, chained) = best(&lines_per_s);
     let (_, requested) = best(&lines_per_s_ahead);
+    let (_, wide) = best(&wide_rows_per_s_ahead);
     Ok(Gather {
         huge_share,
         latency_ns,
         lines_per_s,
         lines_per_s_ahead,
+        wide_rows_per_s_ahead,
         best_streams,
         best_lines_per_s: chained.max(requested),
+        best_wide_rows_per_s: wide,
         note,
     })
 }
@@ -334,6 +388,20 @@ mod tests {
     }
 
     #[test]
+    fn a_wide_row_read_touches_each_of_its_lines() {
+        // line l's first word holds l: rows 2 and 0 of 4 lines sum lines 8..12 and 0..4
+        let lines = 4 * WIDE_ROW_LINES;
+        let mut table = vec![0u64; lines * WORDS_PER_LINE];
+        for l in 0..lines {
+            table[l * WORDS_PER_LINE] = l as u64;
+        }
+        let want = (8..12).chain(0..4).sum::<u64>();
+        for d in PREFETCH_AHEAD {
+            assert_eq!(ahead_wide_k(d, &table, &[2, 0]), want, "{d} lines ahead");
+        }
+    }
+
+    #[test]
     fn every_chain_count_is_measured_on_both_page_sizes() {
         for pages in [Pages::Small, Pages::Huge] {
             let g = measure(pages, 4 << 20, 2, 1, 1 << 14).unwrap();
@@ -346,6 +414,11 @@ mod tests {
                 .lines_per_s_ahead
                 .iter()
                 .all(|&(_, r)| r > 0.0 && r.is_finite()));
+            let ds: Vec<usize> = g.wide_rows_per_s_ahead.iter().map(|&(d, _)| d).collect();
+            assert_eq!(ds, PREFETCH_AHEAD);
+            let best_wide = g.wide_rows_per_s_ahead.iter().map(|&(_, r)| r);
+            assert_eq!(g.best_wide_rows_per_s, best_wide.fold(0.0, f64::max));
+            assert!(g.best_wide_rows_per_s > 0.0 && g.best_wide_rows_per_s.is_finite());
             // the limit is the best of both ways
             let all = g.lines_per_s.iter().chain(&g.lines_per_s_ahead);
             assert_eq!(g.best_lines_per_s, all.map(|&(_, r)| r).fold(0.0, f64::max));

@@ -22,10 +22,14 @@
 //! is a cache miss, and what counts is how many the cores keep in flight. So beside the
 //! bandwidth this measures that limit (`commands/gather.rs`): random 64-byte reads from a
 //! 512 MiB table, one to 64 independent chains per thread, on 4 KiB and 2 MiB pages; the best
-//! rate in lines per second is the **latency-bound limit**. Each kernel line adds
-//! `latency_bound_ms` (its gathered rows, one random line per edge, at that rate: one row for
-//! `csr_spmm` and `gcn_spmm`, two for `gat_scores`, none for `csr_softmax`) and `fraction_latency`
-//! (bound / time; 1 would be the limit).
+//! rate in lines per second is the **latency-bound limit**. The same benchmark measures random
+//! rows of 256 bytes (GATv2's 8 × 8), whose four adjacent lines cost less than four random ones.
+//! Each kernel line adds `latency_bound_ms`: its gathered rows, one per edge at the rate of rows
+//! of its width (one row for `csr_spmm` and `gcn_spmm`, two for `gat_scores`, none for
+//! `csr_softmax`), plus `random_weight_lines` at the line rate, the edge weights `csr_spmm`
+//! finds by edge id on a random line (most edges on a graph stored by source, such as csbm; none
+//! where edges are stored by destination); and `fraction_latency` (bound / time; 1 would be the
+//! limit).
 //!
 //! Times: `ms` is the median wall time, `cpu_ms` the median of the process's CPU time divided
 //! by the threads; on a machine shared with other work the wall clock counts the time the
@@ -189,8 +193,11 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         })
     );
 
-    // The latency-bound limit: the best random-line rate over both page sizes.
-    let mut lines_per_s = 0f64;
+    // The latency-bound limit: the best random-line and wide-row rates over both page sizes.
+    let mut limits = Limits {
+        lines_per_s: 0.0,
+        wide_rows_per_s: 0.0,
+    };
     for pages in [Pages::Small, Pages::Huge] {
         eprintln!("measuring random gathers on {} pages...", pages.label());
         let g = gather::measure(
@@ -200,7 +207,8 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
             repeats,
             gather::READS_PER_THREAD,
         )?;
-        lines_per_s = lines_per_s.max(g.best_lines_per_s);
+        limits.lines_per_s = limits.lines_per_s.max(g.best_lines_per_s);
+        limits.wide_rows_per_s = limits.wide_rows_per_s.max(g.best_wide_rows_per_s);
         let by = |rates: &[(usize, f64)]| -> serde_json::Map<String, serde_json::Value> {
             rates
                 .iter()
@@ -222,6 +230,9 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
                 "best_streams": g.best_streams,
                 "best_lines_per_s": g.best_lines_per_s,
                 "best_gb_s": g.best_lines_per_s * 64.0 / 1e9,
+                "wide_row_bytes": gather::WIDE_ROW_LINES * 64,
+                "wide_rows_per_s_by_prefetch_ahead": by(&g.wide_rows_per_s_ahead),
+                "best_wide_rows_per_s": g.best_wide_rows_per_s,
                 "note": g.note,
             })
         );
@@ -234,14 +245,20 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
     let csr: Arc<Csr> = looped.csr()?.clone();
     let (n, e) = (csr.num_nodes(), csr.num_edges());
     let line = 64usize;
-    // Seconds `rows` random lines per edge take at the gather's best rate (none: no gather).
-    let latency_bound = |rows: usize| (rows > 0).then(|| (rows * e) as f64 / lines_per_s);
-    let report = |kernel: &str, h: usize, c: usize, t: Timing, bytes_min: usize, rows: usize| {
+    // `rows` node rows gathered per edge; `weight_lines`: lines of edge weights found at random
+    let report = |kernel: &str,
+                  h: usize,
+                  c: usize,
+                  t: Timing,
+                  bytes_min: usize,
+                  rows: usize,
+                  weight_lines: usize| {
         let seconds = t.wall;
         // `rows` node-row arrays are gathered per edge in the realistic count.
         let row_bytes = (4 * h * c).div_ceil(line) * line;
         let bytes_gather = bytes_min - rows * n * h * c * 4 + rows * e * row_bytes;
         let achieved = bytes_min as f64 / seconds;
+        let latency_bound = limits.seconds(rows * e, row_bytes, weight_lines);
         println!(
             "{}",
             json!({
@@ -261,26 +278,40 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
                 "bound_ms": bytes_min as f64 / bandwidth * 1e3,
                 "fraction": achieved / bandwidth,
                 "fraction_gather": bytes_gather as f64 / seconds / bandwidth,
-                "latency_bound_ms": latency_bound(rows).map(|b| b * 1e3),
-                "fraction_latency": latency_bound(rows).map(|b| b / seconds),
-                "fraction_latency_cpu": latency_bound(rows).map(|b| b / t.cpu),
+                "row_bytes": row_bytes,
+                "random_weight_lines": weight_lines,
+                "latency_bound_ms": latency_bound.map(|b| b * 1e3),
+                "fraction_latency": latency_bound.map(|b| b / seconds),
+                "fraction_latency_cpu": latency_bound.map(|b| b / t.cpu),
             })
         );
     };
     let idx = 4 * (n + 1) + 8 * e; // ptr, other, edge of one sort
+
+    // `csr_spmm` reads each edge's weights by edge id, in destination order: on a graph whose
+    // edges are stored otherwise (csbm: by source) most of those reads land on a random line
+    let weight_lines = |h: usize| scattered_lines(csr.by_dst().edge(), 4 * h);
 
     // GCN: 16 channels, one weight per edge.
     let (h, c) = (1, 16);
     let x = randn(&[n, h, c])?;
     let w = randn(&[e, h])?;
     let s = time(repeats, threads, || Ok(csr_spmm(&x, &w, &csr)?))?;
-    report("csr_spmm", h, c, s, idx + 4 * e * h + 2 * 4 * n * h * c, 1);
+    report(
+        "csr_spmm",
+        h,
+        c,
+        s,
+        idx + 4 * e * h + 2 * 4 * n * h * c,
+        1,
+        weight_lines(h),
+    );
     let ctx = Ctx {
         csr: &csr,
         repeats,
         threads,
         bandwidth,
-        lines_per_s,
+        limits,
     };
     schedules(&ctx, h, c, &x, &w)?;
     // The same width as GCNConv runs it without edge weights: each edge's weight formed from
@@ -294,6 +325,7 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         s,
         4 * (n + 1) + 4 * e + 4 * n + 2 * 4 * n * h * c,
         1,
+        0, // deg^-1/2, 4 MB for 10^6 nodes, stays in the cache
     );
 
     // GATv2: 8 heads × 8 channels.
@@ -312,6 +344,7 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         s,
         8 * e + 2 * 4 * n * h * c + 4 * e * h,
         2,
+        0, // scores written in edge order
     );
     let scores = gat_scores(&x_l, &x_r, &att, &csr, 0.2)?;
     let s = time(repeats, threads, || Ok(csr_softmax(&scores, &csr)?))?;
@@ -323,10 +356,19 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         s,
         4 * (n + 1) + 4 * e + 2 * 4 * e * h,
         0,
+        0,
     );
     let alpha = csr_softmax(&scores, &csr)?.to_dtype(DType::F32)?;
     let s = time(repeats, threads, || Ok(csr_spmm(&x_l, &alpha, &csr)?))?;
-    report("csr_spmm", h, c, s, idx + 4 * e * h + 2 * 4 * n * h * c, 1);
+    report(
+        "csr_spmm",
+        h,
+        c,
+        s,
+        idx + 4 * e * h + 2 * 4 * n * h * c,
+        1,
+        weight_lines(h),
+    );
     schedules(&ctx, h, c, &x_l, &alpha)?;
     Ok(())
 }
@@ -354,7 +396,53 @@ struct Ctx<'a> {
     repeats: usize,
     threads: usize,
     bandwidth: f64,
+    limits: Limits,
+}
+
+/// The gather micro-benchmark's best rates, both page sizes: what the latency-bound limit of a
+/// kernel is made of.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    /// Random 64-byte lines per second.
     lines_per_s: f64,
+    /// Random rows of [`gather::WIDE_ROW_LINES`] lines per second.
+    wide_rows_per_s: f64,
+}
+
+impl Limits {
+    /// Seconds for `rows` random node rows of `row_bytes` each and `weight_lines` random lines
+    /// of edge weights (none: nothing is gathered). A row as wide as the micro-benchmark's wide
+    /// rows counts at their rate, any other at its lines' rate.
+    fn seconds(&self, rows: usize, row_bytes: usize, weight_lines: usize) -> Option<f64> {
+        if rows + weight_lines == 0 {
+            return None;
+        }
+        let row_lines = row_bytes.div_ceil(64);
+        let rows_s = if row_lines == gather::WIDE_ROW_LINES {
+            rows as f64 / self.wide_rows_per_s
+        } else {
+            (rows * row_lines) as f64 / self.lines_per_s
+        };
+        Some(rows_s + weight_lines as f64 / self.lines_per_s)
+    }
+}
+
+/// How many of the weight reads of a gather that visits edges in the order `ids` (each edge's
+/// `bytes_per_edge` at `id · bytes_per_edge`) land on a random cache line: one neither the
+/// previous read's line nor the line after it, which a core's prefetchers would have brought.
+/// Edges stored in the order visited cost no random line; edges stored in another order
+/// (csbm's, by source, visited by destination) about one each.
+fn scattered_lines(ids: &[u32], bytes_per_edge: usize) -> usize {
+    let line = |id: u32| id as usize * bytes_per_edge / 64;
+    let first = usize::from(!ids.is_empty());
+    first
+        + ids
+            .windows(2)
+            .filter(|p| {
+                let (a, b) = (line(p[0]), line(p[1]));
+                b != a && b != a + 1
+            })
+            .count()
 }
 
 /// `csr_spmm` at one width under the schedule it had before tuning (prefetch 8, row after row),
@@ -398,6 +486,11 @@ fn schedules(ctx: &Ctx, h: usize, c: usize, x: &Tensor, w: &Tensor) -> Result<()
     }
     let (n, e) = (ctx.csr.num_nodes(), ctx.csr.num_edges());
     let bytes_min = 4 * (n + 1) + 8 * e + 4 * e * h + 2 * 4 * n * h * c;
+    let latency_bound = ctx.limits.seconds(
+        e,
+        row_bytes.next_multiple_of(64),
+        scattered_lines(ctx.csr.by_dst().edge(), 4 * h),
+    );
     let run = |sched: GatherSchedule,
                x: &Tensor,
                w: &Tensor,
@@ -421,8 +514,8 @@ fn schedules(ctx: &Ctx, h: usize, c: usize, x: &Tensor, w: &Tensor) -> Result<()
                 "ms": s.wall * 1e3,
                 "cpu_ms": s.cpu * 1e3,
                 "fraction": bytes_min as f64 / s.wall / ctx.bandwidth,
-                "fraction_latency": e as f64 / ctx.lines_per_s / s.wall,
-                "fraction_latency_cpu": e as f64 / ctx.lines_per_s / s.cpu,
+                "fraction_latency": latency_bound.map(|b| b / s.wall),
+                "fraction_latency_cpu": latency_bound.map(|b| b / s.cpu),
             })
         );
         Ok(())
@@ -454,4 +547,42 @@ fn schedules(ctx: &Ctx, h: usize, c: usize, x: &Tensor, w: &Tensor) -> Result<()
     // huge-page runs are bracketed by 4 KiB ones
     run(d, x, w, None)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_stored_in_visiting_order_cost_no_random_line() {
+        let ids: Vec<u32> = (0..1000).collect();
+        // the first line is a miss; every later one is the same line or the next
+        assert_eq!(scattered_lines(&ids, 4), 1);
+        assert_eq!(scattered_lines(&ids, 32), 1);
+        assert_eq!(scattered_lines(&[], 4), 0);
+    }
+
+    #[test]
+    fn weights_found_far_apart_cost_a_line_each() {
+        // every id 100 lines from the last, alternating up and down
+        let ids: Vec<u32> = (0..100u32).map(|k| (k % 2) * 1600 + k * 16).collect();
+        assert_eq!(scattered_lines(&ids, 4), 100);
+        // back to the same line twice in a row costs nothing more
+        assert_eq!(scattered_lines(&[0, 1600, 1601, 0], 4), 3);
+    }
+
+    #[test]
+    fn the_limit_adds_rows_at_their_width_and_weight_lines() {
+        let l = Limits {
+            lines_per_s: 100.0,
+            wide_rows_per_s: 40.0,
+        };
+        assert_eq!(l.seconds(0, 64, 0), None);
+        assert_eq!(l.seconds(200, 64, 0), Some(2.0));
+        assert_eq!(l.seconds(200, 64, 100), Some(3.0));
+        let wide = gather::WIDE_ROW_LINES * 64;
+        assert_eq!(l.seconds(80, wide, 0), Some(2.0));
+        // a width the micro-benchmark does not measure: its lines at the line rate
+        assert_eq!(l.seconds(100, 128, 0), Some(2.0));
+    }
 }
