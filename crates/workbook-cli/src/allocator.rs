@@ -105,6 +105,13 @@ pub fn kept_buffers_cap() -> usize {
     KEEP_CAP.load(Ordering::Relaxed)
 }
 
+/// Keeps up to `bytes` of freed large buffers from now on, for a command whose measurement
+/// needs it (`bench --roofline` compares kernels with STREAM, whose arrays are written before
+/// they are timed); a larger cap already set stays.
+pub fn keep_at_least(bytes: usize) {
+    KEEP_CAP.fetch_max(bytes, Ordering::Relaxed);
+}
+
 fn kept() -> MutexGuard<'static, KeptBuffers<KEPT_SLOTS>> {
     // nothing panics while the lock is held; a poisoned lock still holds valid bookkeeping
     KEPT.lock().unwrap_or_else(|p| p.into_inner())

@@ -63,6 +63,17 @@ use super::gather::{self, Pages};
 /// Elements per STREAM array (f32): 128 MiB each.
 pub const STREAM_ELEMENTS: usize = 1 << 25;
 
+/// Bytes of freed buffers kept while measuring, unless `WORKBOOK_KEEP_BUFFERS` says otherwise:
+/// room for a few of the largest outputs (GATv2's scores on a graph of 10⁷ edges, 352 MB).
+pub const KEEP_WHILE_MEASURING: usize = 1 << 30;
+
+/// What `--roofline` keeps of freed buffers, given `WORKBOOK_KEEP_BUFFERS`: unset, at least
+/// [`KEEP_WHILE_MEASURING`], so that each kernel writes its output into pages already faulted
+/// in, as STREAM writes its arrays; set (`0` included), what it says.
+fn keep_while_measuring(env: Option<&std::ffi::OsStr>) -> Option<usize> {
+    env.is_none().then_some(KEEP_WHILE_MEASURING)
+}
+
 /// Best bandwidth (bytes/s) of `repeats` copy and triad passes on `threads` threads.
 pub fn stream_bandwidth(threads: usize, repeats: usize) -> (f64, f64) {
     let n = STREAM_ELEMENTS;
@@ -169,6 +180,10 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
             "--roofline measures the CPU kernels against this machine's memory bandwidth; run it with --device cpu"
         );
     }
+    if let Some(bytes) = keep_while_measuring(std::env::var_os("WORKBOOK_KEEP_BUFFERS").as_deref())
+    {
+        crate::allocator::keep_at_least(bytes);
+    }
     let threads = workbook::ops::cpu_threads();
     eprintln!("measuring memory bandwidth ({threads} threads)...");
     let (copy, triad) = stream_bandwidth(threads, repeats);
@@ -186,9 +201,10 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
                 .and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok()),
             "copy_gb_s": copy / 1e9,
             "triad_gb_s": triad / 1e9,
-            // with freed buffers kept (WORKBOOK_KEEP_BUFFERS), a kernel's output is written
-            // into pages already faulted in, as STREAM's arrays are; without, the system zeroes
-            // fresh pages for every call, and that is in the kernels' times
+            // with freed buffers kept (the default here, or WORKBOOK_KEEP_BUFFERS), a kernel's
+            // output is written into pages already faulted in, as STREAM's arrays are; with
+            // WORKBOOK_KEEP_BUFFERS=0 the system zeroes fresh pages for every call, as a
+            // training step without kept buffers pays, and that is in the kernels' times
             "keep_buffers_mb": crate::allocator::kept_buffers_cap() >> 20,
         })
     );
@@ -552,6 +568,14 @@ fn schedules(ctx: &Ctx, h: usize, c: usize, x: &Tensor, w: &Tensor) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outputs_reuse_pages_unless_the_environment_says_otherwise() {
+        assert_eq!(keep_while_measuring(None), Some(KEEP_WHILE_MEASURING));
+        // `0` asks for fresh pages: what a step without kept buffers pays
+        assert_eq!(keep_while_measuring(Some("0".as_ref())), None);
+        assert_eq!(keep_while_measuring(Some("6G".as_ref())), None);
+    }
 
     #[test]
     fn weights_stored_in_visiting_order_cost_no_random_line() {
