@@ -34,7 +34,11 @@
 //! Times: `ms` is the median wall time, `cpu_ms` the median of the process's CPU time divided
 //! by the threads; on a machine shared with other work the wall clock counts the time the
 //! threads waited for a core, so `fraction_latency_cpu` uses `cpu_ms` (the gather's own rates
-//! are CPU time too). On an idle machine the two agree.
+//! are CPU time too). On an idle machine the two agree. Freed buffers are kept while measuring
+//! ([`KEEP_WHILE_MEASURING`], unless `WORKBOOK_KEEP_BUFFERS` is set), so each kernel writes its
+//! output into pages already faulted in, as STREAM writes its arrays: the kernel is compared with
+//! the memory, not with the system's page zeroing (`WORKBOOK_KEEP_BUFFERS=0` measures that too,
+//! as a training step without kept buffers pays it).
 //!
 //! Then `csr_spmm`'s gather schedules (`"roofline": "spmm_schedule"`, both widths): the schedule
 //! it had before tuning (prefetch 8 edges ahead, one row after the other), the library's
