@@ -112,6 +112,23 @@ pub fn keep_at_least(bytes: usize) {
     KEEP_CAP.fetch_max(bytes, Ordering::Relaxed);
 }
 
+/// Releases every freed buffer kept so far: for a command whose next phase allocates other
+/// sizes (`bench --roofline` after loading its graph), so that what the last phase left does
+/// not hold the cap.
+pub fn release_kept_buffers() {
+    let mut out = [Block {
+        ptr: 0,
+        size: 0,
+        align: 1,
+    }; KEPT_SLOTS];
+    let n = kept().release_all(&mut out);
+    for b in &out[..n] {
+        // SAFETY: each block is a mapping of this size from `mapped_buffers` whose owner freed
+        // it; `release_all` hands each kept block out once, and it is no longer kept.
+        unsafe { mapped_buffers::unmap(b.ptr as *mut u8, b.size) }
+    }
+}
+
 fn kept() -> MutexGuard<'static, KeptBuffers<KEPT_SLOTS>> {
     // nothing panics while the lock is held; a poisoned lock still holds valid bookkeeping
     KEPT.lock().unwrap_or_else(|p| p.into_inner())

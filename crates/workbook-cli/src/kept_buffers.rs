@@ -101,6 +101,20 @@ impl<const SLOTS: usize> KeptBuffers<SLOTS> {
         n
     }
 
+    /// Every kept block, no longer kept, written to `out`; returns their number. For a program
+    /// whose next phase allocates other sizes than the last (a measurement after loading its
+    /// data): what the last phase left kept would only hold the cap until it went stale.
+    pub fn release_all(&mut self, out: &mut [Block; SLOTS]) -> usize {
+        let mut n = 0;
+        for k in 0..SLOTS {
+            if self.slots[k].is_some() {
+                out[n] = self.evict(k);
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Bytes kept now.
     #[cfg(test)]
     pub fn kept_bytes(&self) -> usize {
@@ -141,6 +155,24 @@ mod tests {
             assert_eq!(kept.keep(block(9, size), cap, &mut out), 0);
             assert_eq!(kept.take(size, 8), Some(block(9, size)));
         }
+    }
+
+    #[test]
+    fn release_all_hands_back_every_kept_block_once() {
+        let mut kept = KeptBuffers::<4>::new();
+        let mut out = [NONE; 4];
+        for (p, size) in [(0x1000, 64), (0x2000, 128), (0x3000, 64)] {
+            assert_eq!(kept.keep(block(p, size), 1000, &mut out), 0);
+        }
+        assert_eq!(kept.release_all(&mut out), 3);
+        let mut released: Vec<usize> = out[..3].iter().map(|b| b.ptr).collect();
+        released.sort_unstable();
+        assert_eq!(released, [0x1000, 0x2000, 0x3000]);
+        assert_eq!(kept.kept_bytes(), 0);
+        assert_eq!(kept.take(64, 8), None);
+        assert_eq!(kept.release_all(&mut out), 0);
+        // the full cap is free again
+        assert_eq!(kept.keep(block(0x4000, 1000), 1000, &mut out), 0);
     }
 
     #[test]

@@ -156,10 +156,10 @@ fn cpu_clock(clock: libc::clockid_t) -> f64 {
 const WARM_UP_SECONDS: f64 = 0.25;
 
 fn time(repeats: usize, threads: usize, mut f: impl FnMut() -> Result<Tensor>) -> Result<Timing> {
-    // Right after a large graph is loaded, a kernel's first calls run slower (`csr_spmm` on
-    // `knn:1000000@rcm`: a median of 16-21 ms over its first six calls, 10-11 ms from then on,
-    // 29 Nov 2026), whatever buffers are kept: the system is still settling its memory. Calls
-    // until a quarter of a second has passed leave that out of every kernel's time.
+    // Right after a large graph is loaded, a kernel's first calls can run slower: `csr_spmm` on
+    // `knn:1000000@rcm` with nothing kept took 20.8 ms in the first line and 13.7-16.0 ms for
+    // the same schedule later in the run (29 Nov 2026). Calls until a quarter of a second has
+    // passed leave that out of every kernel's time.
     let start = Instant::now();
     loop {
         drop(f()?);
@@ -277,6 +277,11 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
     let looped = graph.edge_index().with_self_loops()?.edge_index.clone();
     let csr: Arc<Csr> = looped.csr()?.clone();
     let (n, e) = (csr.num_nodes(), csr.num_edges());
+    // Loading left buffers of its own sizes kept: released, so that the kernels' outputs are
+    // kept from their first call (otherwise the first kernel measured wrote into fresh pages
+    // until those went stale: `csr_spmm` on `knn:1000000`, 36 ms against 24 for the same
+    // schedule measured later in the run).
+    crate::allocator::release_kept_buffers();
     let line = 64usize;
     // `rows` node rows gathered per edge; `weight_lines`: lines of edge weights found at random
     let report = |kernel: &str,
