@@ -1,6 +1,7 @@
 //! The aggregation against memory's two limits: `csr_spmm`'s measured time on each graph beside
-//! the time its bytes would take at the memory's bandwidth and the time its gathered rows would
-//! take at the best random-read rate (the latency limit), from the JSON lines of
+//! the time its bytes would take at the memory's bandwidth and the time the cache lines it must
+//! fetch from random places (its gathered rows, and edge weights found at random) would take at
+//! the best random-read rate (the latency limit), from the JSON lines of
 //! `workbook bench --roofline` (`"roofline": "csr_spmm"`, fields `ms`, `bound_ms`,
 //! `latency_bound_ms`).
 //!
@@ -41,7 +42,8 @@ pub struct RooflineKernel {
     pub ms: f64,
     /// Milliseconds at the memory's bandwidth: the bandwidth limit.
     pub bound_ms: f64,
-    /// Milliseconds at the best random-read rate, one cache line per edge: the latency limit.
+    /// Milliseconds for the random cache lines the kernel must fetch at the best random-read
+    /// rate: the latency limit.
     pub latency_bound_ms: Option<f64>,
 }
 
@@ -146,7 +148,7 @@ fn draw(svg: &mut String, title: &str, kernels: &[RooflineKernel]) -> super::Dra
             .enumerate()
             .filter_map(|(i, k)| k.latency_bound_ms.map(|ms| tick(i, ms, LATENCY))),
     )?
-    .label("latency limit (one random cache line per edge)")
+    .label("latency limit (the random cache lines it must fetch)")
     .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], LATENCY.stroke_width(3)));
     c.draw_series(
         kernels
