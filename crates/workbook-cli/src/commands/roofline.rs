@@ -24,12 +24,15 @@
 //! 512 MiB table, one to 64 independent chains per thread, on 4 KiB and 2 MiB pages; the best
 //! rate in lines per second is the **latency-bound limit**. The same benchmark measures random
 //! rows of 256 bytes (GATv2's 8 × 8), whose four adjacent lines cost less than four random ones.
-//! Each kernel line adds `latency_bound_ms`: its gathered rows, one per edge at the rate of rows
-//! of its width (one row for `csr_spmm` and `gcn_spmm`, two for `gat_scores`, none for
-//! `csr_softmax`), plus `random_weight_lines` at the line rate, the edge weights `csr_spmm`
-//! finds by edge id on a random line (most edges on a graph stored by source, such as csbm; none
-//! where edges are stored by destination); and `fraction_latency` (bound / time; 1 would be the
-//! limit).
+//! Each kernel line adds `latency_bound_ms`, what the reads it must make at random take at those
+//! rates: `random_rows` node rows at the rate of rows of their width, and `random_weight_lines`
+//! lines of edge weights at the line rate. A read is counted random when it is neither the row
+//! (or line) read before it nor the one after, the reads a core's prefetchers would bring: for
+//! `csr_spmm` and `gcn_spmm` the neighbours' rows in the order visited (about one per edge on a
+//! random graph) and, for `csr_spmm`, the weights it finds by edge id (most edges of a graph
+//! stored by source, such as csbm; few where edges are stored by destination); for `gat_scores`,
+//! which reads both ends' rows in edge order, both ends (one of them mostly in order);
+//! `csr_softmax` gathers nothing. And `fraction_latency` (bound / time; 1 would be the limit).
 //!
 //! Times: `ms` is the median wall time, `cpu_ms` the median of the process's CPU time divided
 //! by the threads; on a machine shared with other work the wall clock counts the time the
@@ -283,20 +286,21 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
     // schedule measured later in the run).
     crate::allocator::release_kept_buffers();
     let line = 64usize;
-    // `rows` node rows gathered per edge; `weight_lines`: lines of edge weights found at random
+    // `rows` node-row arrays gathered per edge; `random`: the rows and lines of edge weights
+    // read at random (`random_reads`)
     let report = |kernel: &str,
                   h: usize,
                   c: usize,
                   t: Timing,
                   bytes_min: usize,
                   rows: usize,
-                  weight_lines: usize| {
+                  random: RandomReads| {
         let seconds = t.wall;
         // `rows` node-row arrays are gathered per edge in the realistic count.
         let row_bytes = (4 * h * c).div_ceil(line) * line;
         let bytes_gather = bytes_min - rows * n * h * c * 4 + rows * e * row_bytes;
         let achieved = bytes_min as f64 / seconds;
-        let latency_bound = limits.seconds(rows * e, row_bytes, weight_lines);
+        let latency_bound = limits.seconds(random.rows, row_bytes, random.weight_lines);
         println!(
             "{}",
             json!({
@@ -317,7 +321,8 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
                 "fraction": achieved / bandwidth,
                 "fraction_gather": bytes_gather as f64 / seconds / bandwidth,
                 "row_bytes": row_bytes,
-                "random_weight_lines": weight_lines,
+                "random_rows": random.rows,
+                "random_weight_lines": random.weight_lines,
                 "latency_bound_ms": latency_bound.map(|b| b * 1e3),
                 "fraction_latency": latency_bound.map(|b| b / seconds),
                 "fraction_latency_cpu": latency_bound.map(|b| b / t.cpu),
@@ -326,9 +331,10 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
     };
     let idx = 4 * (n + 1) + 8 * e; // ptr, other, edge of one sort
 
-    // `csr_spmm` reads each edge's weights by edge id, in destination order: on a graph whose
-    // edges are stored otherwise (csbm: by source) most of those reads land on a random line
-    let weight_lines = |h: usize| scattered_lines(csr.by_dst().edge(), 4 * h);
+    // `csr_spmm` reads the neighbours' rows and each edge's weights by edge id in destination
+    // order: on a graph whose edges are stored otherwise (csbm: by source) most weight reads land
+    // on a random line too
+    let spmm_reads = |h: usize, c: usize| RandomReads::of_spmm(&csr, h, c);
 
     // GCN: 16 channels, one weight per edge.
     let (h, c) = (1, 16);
@@ -342,7 +348,7 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         s,
         idx + 4 * e * h + 2 * 4 * n * h * c,
         1,
-        weight_lines(h),
+        spmm_reads(h, c),
     );
     let ctx = Ctx {
         csr: &csr,
@@ -363,7 +369,11 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         s,
         4 * (n + 1) + 4 * e + 4 * n + 2 * 4 * n * h * c,
         1,
-        0, // deg^-1/2, 4 MB for 10^6 nodes, stays in the cache
+        RandomReads {
+            // deg^-1/2, 4 MB for 10^6 nodes, stays in the cache
+            weight_lines: 0,
+            ..spmm_reads(h, c)
+        },
     );
 
     // GATv2: 8 heads × 8 channels.
@@ -382,7 +392,11 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         s,
         8 * e + 2 * 4 * n * h * c + 4 * e * h,
         2,
-        0, // scores written in edge order
+        // both ends' rows in edge order; the scores written in edge order
+        RandomReads {
+            rows: random_reads(csr.src(), 4 * h * c) + random_reads(csr.dst(), 4 * h * c),
+            weight_lines: 0,
+        },
     );
     let scores = gat_scores(&x_l, &x_r, &att, &csr, 0.2)?;
     let s = time(repeats, threads, || Ok(csr_softmax(&scores, &csr)?))?;
@@ -394,7 +408,10 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         s,
         4 * (n + 1) + 4 * e + 2 * 4 * e * h,
         0,
-        0,
+        RandomReads {
+            rows: 0,
+            weight_lines: 0,
+        },
     );
     let alpha = csr_softmax(&scores, &csr)?.to_dtype(DType::F32)?;
     let s = time(repeats, threads, || Ok(csr_spmm(&x_l, &alpha, &csr)?))?;
@@ -405,7 +422,7 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         s,
         idx + 4 * e * h + 2 * 4 * n * h * c,
         1,
-        weight_lines(h),
+        spmm_reads(h, c),
     );
     schedules(&ctx, h, c, &x_l, &alpha)?;
     Ok(())
@@ -465,20 +482,41 @@ impl Limits {
     }
 }
 
-/// How many of the weight reads of a gather that visits edges in the order `ids` (each edge's
-/// `bytes_per_edge` at `id · bytes_per_edge`) land on a random cache line: one neither the
-/// previous read's line nor the line after it, which a core's prefetchers would have brought.
-/// Edges stored in the order visited cost no random line; edges stored in another order
-/// (csbm's, by source, visited by destination) about one each.
-fn scattered_lines(ids: &[u32], bytes_per_edge: usize) -> usize {
-    let line = |id: u32| id as usize * bytes_per_edge / 64;
+/// The reads a kernel makes at random: node rows, and lines of edge weights.
+#[derive(Clone, Copy, Debug)]
+struct RandomReads {
+    rows: usize,
+    weight_lines: usize,
+}
+
+impl RandomReads {
+    /// `csr_spmm`'s over `csr` with `h` heads of `c`: the neighbours' rows and the edges'
+    /// weights, both in destination order.
+    fn of_spmm(csr: &Csr, h: usize, c: usize) -> Self {
+        let sorted = csr.by_dst();
+        Self {
+            rows: random_reads(sorted.other(), 4 * h * c),
+            weight_lines: random_reads(sorted.edge(), 4 * h),
+        }
+    }
+}
+
+/// How many reads of a kernel that reads items of `bytes` (a node row, an edge's weights) in the
+/// order `ids` (item `id` at `id · bytes`) land at random: neither on the line(s) of the previous
+/// read nor on those right after, which a core's prefetchers would have brought. Items read in
+/// the order stored cost no random read after the first; items read in another order (csbm's
+/// edges, stored by source, visited by destination) about one each.
+fn random_reads(ids: &[u32], bytes: usize) -> usize {
+    // lines from one item's start to the next one's
+    let step = bytes.div_ceil(64);
+    let line = |id: u32| id as usize * bytes / 64;
     let first = usize::from(!ids.is_empty());
     first
         + ids
             .windows(2)
             .filter(|p| {
                 let (a, b) = (line(p[0]), line(p[1]));
-                b != a && b != a + 1
+                b != a && b != a + step
             })
             .count()
 }
@@ -524,10 +562,11 @@ fn schedules(ctx: &Ctx, h: usize, c: usize, x: &Tensor, w: &Tensor) -> Result<()
     }
     let (n, e) = (ctx.csr.num_nodes(), ctx.csr.num_edges());
     let bytes_min = 4 * (n + 1) + 8 * e + 4 * e * h + 2 * 4 * n * h * c;
+    let random = RandomReads::of_spmm(ctx.csr, h, c);
     let latency_bound = ctx.limits.seconds(
-        e,
+        random.rows,
         row_bytes.next_multiple_of(64),
-        scattered_lines(ctx.csr.by_dst().edge(), 4 * h),
+        random.weight_lines,
     );
     let run = |sched: GatherSchedule,
                x: &Tensor,
@@ -600,21 +639,27 @@ mod tests {
     }
 
     #[test]
-    fn weights_stored_in_visiting_order_cost_no_random_line() {
+    fn items_read_in_the_order_stored_cost_no_random_read() {
         let ids: Vec<u32> = (0..1000).collect();
-        // the first line is a miss; every later one is the same line or the next
-        assert_eq!(scattered_lines(&ids, 4), 1);
-        assert_eq!(scattered_lines(&ids, 32), 1);
-        assert_eq!(scattered_lines(&[], 4), 0);
+        // the first read is a miss; every later one is the same line or the next
+        assert_eq!(random_reads(&ids, 4), 1);
+        assert_eq!(random_reads(&ids, 32), 1);
+        // rows of one line and of four: each the row after the last
+        assert_eq!(random_reads(&ids, 64), 1);
+        assert_eq!(random_reads(&ids, 256), 1);
+        assert_eq!(random_reads(&[], 4), 0);
     }
 
     #[test]
-    fn weights_found_far_apart_cost_a_line_each() {
+    fn items_read_far_apart_cost_a_read_each() {
         // every id 100 lines from the last, alternating up and down
         let ids: Vec<u32> = (0..100u32).map(|k| (k % 2) * 1600 + k * 16).collect();
-        assert_eq!(scattered_lines(&ids, 4), 100);
+        assert_eq!(random_reads(&ids, 4), 100);
         // back to the same line twice in a row costs nothing more
-        assert_eq!(scattered_lines(&[0, 1600, 1601, 0], 4), 3);
+        assert_eq!(random_reads(&[0, 1600, 1601, 0], 4), 3);
+        // rows of 256 bytes two rows apart are not the next row's lines
+        assert_eq!(random_reads(&[0, 2, 4, 5], 256), 3);
+        assert_eq!(random_reads(&[7, 7, 8], 256), 1);
     }
 
     #[test]
