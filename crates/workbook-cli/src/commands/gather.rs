@@ -17,7 +17,9 @@
 //! buffers started on a cache line `csr_spmm` ran faster than the chains' best rate (docs/performance.md,
 //! issue 47). So each thread also reads lines in a random order known in advance, requesting
 //! each [`PREFETCH_AHEAD`] reads before it uses it, as the kernels do with an edge list: the
-//! limit is the best rate of either way. Both page sizes are measured, on a mapping this module
+//! limit is the best rate of either way. Rows of [`WIDE_ROW_LINES`] adjacent lines (GATv2's
+//! 256-byte rows) are read the same way, each requested whole ahead: the limit of a gather of
+//! such rows. Both page sizes are measured, on a mapping this module
 //! owns: 4 KiB pages (`MADV_NOHUGEPAGE`) and 2 MiB pages (`MADV_HUGEPAGE` before the first
 //! touch; the share the kernel granted is reported, and a refusal is a note, not an error).
 //! Times are each thread's CPU time, the slowest thread's, best of the repeats: on a machine
