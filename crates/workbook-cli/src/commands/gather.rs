@@ -251,6 +251,30 @@ fn chase_k(k: usize, table: &[u64], starts: &[u64], steps: usize) -> u64 {
     }
 }
 
+/// Items per second, all threads, read by `read(distance, stretch)` for each distance of
+/// [`PREFETCH_AHEAD`]: each thread reads its own stretch of one random `order` of the items (no
+/// item twice), at most `reads` of them; the slowest thread's CPU time, best of `repeats`.
+fn rates_ahead(
+    threads: usize,
+    repeats: usize,
+    order: &[u32],
+    reads: usize,
+    read: impl Fn(usize, &[u32]) -> u64 + Sync,
+) -> Vec<(usize, f64)> {
+    let n = order.len();
+    let per_thread = reads.min(n / threads).max(1);
+    PREFETCH_AHEAD
+        .iter()
+        .map(|&d| {
+            let best = slowest_thread(threads, repeats, |t| {
+                let mine = &order[(t * per_thread).min(n)..((t + 1) * per_thread).min(n)];
+                std::hint::black_box(read(d, mine));
+            });
+            (d, (threads * per_thread) as f64 / best)
+        })
+        .collect()
+}
+
 /// Measures one page size on a table of `bytes` (a multiple of 2 MiB) with `threads` threads,
 /// `reads` reads per thread per measurement, best of `repeats`.
 pub fn measure(
@@ -321,28 +345,17 @@ pub fn measure(
         }
         lines_per_s.push((k, (chains * steps) as f64 / best));
     }
-    // each thread reads its own stretch of one random order of the lines: no line twice
-    let per_thread = reads.min(lines / threads).max(1);
-    let mut lines_per_s_ahead = Vec::new();
-    for &d in &PREFETCH_AHEAD {
-        let best = slowest_thread(threads, repeats, |t| {
-            let mine = &order[(t * per_thread).min(lines)..((t + 1) * per_thread).min(lines)];
-            std::hint::black_box(ahead_k(d, table, mine));
-        });
-        lines_per_s_ahead.push((d, (threads * per_thread) as f64 / best));
-    }
-    // wide rows: each thread its own stretch of one random order of the rows
+    let lines_per_s_ahead = rates_ahead(threads, repeats, &order, reads, |d, mine| {
+        ahead_k(d, table, mine)
+    });
     let wide_order = cycle(lines / WIDE_ROW_LINES);
-    let rows = wide_order.len();
-    let per_thread = (reads / WIDE_ROW_LINES).min(rows / threads).max(1);
-    let mut wide_rows_per_s_ahead = Vec::new();
-    for &d in &PREFETCH_AHEAD {
-        let best = slowest_thread(threads, repeats, |t| {
-            let mine = &wide_order[(t * per_thread).min(rows)..((t + 1) * per_thread).min(rows)];
-            std::hint::black_box(ahead_wide_k(d, table, mine));
-        });
-        wide_rows_per_s_ahead.push((d, (threads * per_thread) as f64 / best));
-    }
+    let wide_rows_per_s_ahead = rates_ahead(
+        threads,
+        repeats,
+        &wide_order,
+        reads / WIDE_ROW_LINES,
+        |d, mine| ahead_wide_k(d, table, mine),
+    );
     let best = |rates: &[(usize, f64)]| {
         rates
             .iter()
