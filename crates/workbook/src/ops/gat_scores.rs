@@ -105,7 +105,57 @@ fn leaky_grad<T: Real>(z: T, slope: T) -> T {
     }
 }
 
-fn scores<T: Real>(
+/// One edge's scores at GATv2's default width, 8 heads of 8: the vector code of
+/// [`super::gat_scores_8x8`] for `f32` on a CPU that runs it, else the portable loop; the same
+/// bits either way.
+trait EdgeScores8x8: Real {
+    /// Whether [`Self::edge_scores_8x8`] may take the vector code (asked once per call of the op).
+    fn vector_code() -> bool {
+        false
+    }
+
+    fn edge_scores_8x8(
+        lj: &[Self],
+        ri: &[Self],
+        att: &[Self],
+        slope: Self,
+        se: &mut [Self],
+        vector: bool,
+    ) {
+        let _ = vector;
+        edge_scores_fixed::<Self, 64, 8>(lj, ri, att, slope, se);
+    }
+}
+
+impl EdgeScores8x8 for f64 {}
+
+impl EdgeScores8x8 for f32 {
+    fn vector_code() -> bool {
+        super::gat_scores_8x8::available()
+    }
+
+    fn edge_scores_8x8(
+        lj: &[f32],
+        ri: &[f32],
+        att: &[f32],
+        slope: f32,
+        se: &mut [f32],
+        vector: bool,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if vector {
+            if let (Ok(lj), Ok(ri), Ok(att), Ok(se)) =
+                (lj.try_into(), ri.try_into(), att.try_into(), se.try_into())
+            {
+                return super::gat_scores_8x8::edge_scores(lj, ri, att, slope, se);
+            }
+        }
+        let _ = vector;
+        edge_scores_fixed::<f32, 64, 8>(lj, ri, att, slope, se);
+    }
+}
+
+fn scores<T: EdgeScores8x8>(
     xl: &[T],
     xr: &[T],
     att: &[T],
@@ -122,6 +172,7 @@ fn scores<T: Real>(
     // edges in their own order; edge lists usually come grouped by one end, so the distance is
     // counted for one gathered row per edge
     let ahead = prefetch_edges(width * std::mem::size_of::<T>());
+    let vector = T::vector_code();
     out.par_chunks_mut(h)
         .with_min_len(MIN_ROWS_PER_TASK)
         .enumerate()
@@ -133,7 +184,7 @@ fn scores<T: Real>(
             let (j, i) = (csr.src()[e] as usize, csr.dst()[e] as usize);
             let (lj, ri) = (&xl[j * width..][..width], &xr[i * width..][..width]);
             match (h, c) {
-                (8, 8) => edge_scores_fixed::<T, 64, 8>(lj, ri, att, slope, se),
+                (8, 8) => T::edge_scores_8x8(lj, ri, att, slope, se, vector),
                 _ => {
                     for (hh, s) in se.iter_mut().enumerate() {
                         let r = hh * c..(hh + 1) * c;
@@ -156,7 +207,7 @@ fn scores<T: Real>(
 /// head's `C` terms added as a balanced tree (halves, then halves of those), a fixed order, so
 /// the scores still do not depend on the threads. `C` must be a power of two.
 #[inline(always)]
-fn edge_scores_fixed<T: Real, const W: usize, const C: usize>(
+pub(super) fn edge_scores_fixed<T: Real, const W: usize, const C: usize>(
     lj: &[T],
     ri: &[T],
     att: &[T],

@@ -330,6 +330,20 @@ pub(crate) fn rows_written_once<T: Real>(
 /// Rows handed to one rayon task: fewer and the scheduling costs more than the work.
 pub(crate) const MIN_ROWS_PER_TASK: usize = 64;
 
+/// Whether this CPU runs AVX code: the kernels' 256-bit paths (`gat_scores` at 8 × 8,
+/// `csr_spmm`'s and `gcn_spmm`'s usual widths), chosen at run time since the library is
+/// compiled for the x86-64 baseline. Each gives the same bits as the portable code.
+pub(crate) fn avx() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Elements handed to one rayon task by the element-wise ops (ELU, dropout); element-wise, so
 /// the split changes no value.
 pub(crate) const ELEMENTS_PER_TASK: usize = 1 << 14;

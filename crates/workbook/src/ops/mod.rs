@@ -10,6 +10,7 @@ pub mod csr_softmax;
 pub mod dropout;
 pub mod elu;
 pub mod gat_scores;
+mod gat_scores_8x8;
 pub mod gcn_norm;
 pub mod gcn_spmm;
 pub mod huge_pages;
