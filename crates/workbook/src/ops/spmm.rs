@@ -274,7 +274,9 @@ impl<'a, T: Real, W: EdgeWeights<T>> Gather<'a, T, W> {
     /// Row `i`'s sum into `out`, for `N = h · c` values in `H` heads of `C`, all known when
     /// compiled: the loop over a row unrolls and the sum stays in registers until the row is
     /// done, instead of a load and a store of `out` per edge. The same additions in the same
-    /// order as [`Self::row_any`], so the same bits.
+    /// order as [`Self::row_any`], so the same bits. Always inlined, so that [`row_fixed_avx`]
+    /// compiles it with AVX.
+    #[inline(always)]
     fn row_fixed<const N: usize, const C: usize, const H: usize>(
         &self,
         i: usize,
@@ -301,6 +303,20 @@ impl<'a, T: Real, W: EdgeWeights<T>> Gather<'a, T, W> {
             o.write(a);
         }
     }
+}
+
+/// [`Gather::row_fixed`] compiled with AVX: the compiler keeps the row's sum in 256-bit
+/// registers instead of 128-bit ones. The same multiplications and additions in the same order
+/// (Rust never fuses a multiply and an add), so the same bits. After RCM, where the rows come
+/// from the cache, that arithmetic is what the gather waits on.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+fn row_fixed_avx<W: EdgeWeights<f32>, const N: usize, const C: usize, const H: usize>(
+    g: &Gather<'_, f32, W>,
+    i: usize,
+    out: &mut [MaybeUninit<f32>],
+) {
+    g.row_fixed::<N, C, H>(i, out)
 }
 
 /// Runs `row(i, out_i)` for every destination row, in parallel over rows.
@@ -357,6 +373,25 @@ pub(super) fn spmm_f32<W: EdgeWeights<f32>>(
     let width = h * c;
     let g = Gather::new(x, w, sorted, h, c, schedule);
     if schedule.block_rows == 1 {
+        // GCN's hidden width and GATv2's 8 × 8 in AVX where the CPU has it
+        #[cfg(target_arch = "x86_64")]
+        if super::kernel_support::avx() {
+            match (width, c) {
+                (16, 16) => {
+                    // SAFETY: `avx()` said this CPU runs AVX, all `row_fixed_avx` enables.
+                    return rows_written_once(n, width, |i, o| unsafe {
+                        row_fixed_avx::<W, 16, 16, 1>(&g, i, o)
+                    });
+                }
+                (64, 8) => {
+                    // SAFETY: as above.
+                    return rows_written_once(n, width, |i, o| unsafe {
+                        row_fixed_avx::<W, 64, 8, 8>(&g, i, o)
+                    });
+                }
+                _ => {}
+            }
+        }
         macro_rules! compiled {
             ($(($w:literal, $c:literal, $h:literal)),*) => {
                 match (width, c) {
