@@ -11,7 +11,8 @@
 //! for all heads at once: the halves of two heads added in one instruction (value `k` plus
 //! value `k + 4`), then pairs of those (`k` plus `k + 2`), then the last pair. The same
 //! additions in the same order as the portable loop, so the same bits; `f64` and other widths
-//! keep the portable loop, and so does a CPU without AVX (checked once per call of the op).
+//! keep the portable loop, and so does a CPU without AVX (checked once per call of the op). The
+//! tests, against the portable loop bit for bit, are in `gat_scores.rs`, which owns that loop.
 
 /// Whether this CPU runs [`edge_scores`]'s vector code.
 pub(super) fn available() -> bool {
@@ -83,73 +84,5 @@ fn avx_edge_scores(lj: &[f32; 64], ri: &[f32; 64], att: &[f32; 64], slope: f32, 
         let hi = _mm256_unpackhi_ps(s, _mm256_permute2f128_ps::<0x01>(s, s));
         let ordered = _mm256_permute2f128_ps::<0x20>(lo, hi);
         _mm256_storeu_ps(se.as_mut_ptr(), ordered);
-    }
-}
-
-#[cfg(all(test, target_arch = "x86_64"))]
-mod tests {
-    use super::*;
-
-    /// What the portable loop gives for one edge.
-    fn portable(lj: &[f32; 64], ri: &[f32; 64], att: &[f32; 64], slope: f32) -> [f32; 8] {
-        let mut se = [0f32; 8];
-        super::super::gat_scores::edge_scores_fixed::<f32, 64, 8>(lj, ri, att, slope, &mut se);
-        se
-    }
-
-    #[test]
-    fn the_vector_code_gives_the_portable_loops_bits() {
-        if !available() {
-            eprintln!("skipped: this CPU has no AVX");
-            return;
-        }
-        // values of every sign and size, so that rounding differs with the order of additions
-        let mut s = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            let m = (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-            m * [1e-3f32, 1.0, 7.0, 1e4][(s & 3) as usize]
-        };
-        for round in 0..2000 {
-            let lj: [f32; 64] = std::array::from_fn(|_| next());
-            let ri: [f32; 64] = std::array::from_fn(|_| next());
-            let att: [f32; 64] = std::array::from_fn(|_| next());
-            let slope = [0.2f32, 0.01, 1.0][round % 3];
-            let mut se = [0f32; 8];
-            edge_scores(&lj, &ri, &att, slope, &mut se);
-            let want = portable(&lj, &ri, &att, slope);
-            assert_eq!(
-                se.map(f32::to_bits),
-                want.map(f32::to_bits),
-                "round {round}"
-            );
-        }
-    }
-
-    #[test]
-    fn each_head_lands_in_its_own_place_and_zero_and_nan_behave_as_in_the_loop() {
-        if !available() {
-            eprintln!("skipped: this CPU has no AVX");
-            return;
-        }
-        // head h's terms sum to h + 1: a result out of order would show
-        let lj = [0f32; 64];
-        let ri: [f32; 64] = std::array::from_fn(|t| (t / 8 + 1) as f32 / 8.0);
-        let att = [1f32; 64];
-        let mut se = [0f32; 8];
-        edge_scores(&lj, &ri, &att, 0.2, &mut se);
-        assert_eq!(se, [1., 2., 3., 4., 5., 6., 7., 8.]);
-        // -0 + -0 is -0, not > 0: -0 · slope; a NaN stays NaN in its head only
-        let mut ri = [-0f32; 64];
-        ri[17] = f32::NAN;
-        let lj = [-0f32; 64];
-        edge_scores(&lj, &ri, &att, 0.2, &mut se);
-        let want = portable(&lj, &ri, &att, 0.2);
-        assert!(se[2].is_nan() && want[2].is_nan());
-        for h in (0..8).filter(|&h| h != 2) {
-            assert_eq!(se[h].to_bits(), want[h].to_bits(), "head {h}");
-        }
     }
 }
