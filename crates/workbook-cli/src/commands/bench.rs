@@ -24,8 +24,10 @@ pub struct Args {
         required_unless_present_any = ["roofline", "figure_runs"]
     )]
     pub(crate) model: Vec<ModelKind>,
-    /// Instead of models: measure memory bandwidth and the aggregation kernels' share of it on
-    /// this graph (default csbm:1000000); see `commands/roofline.rs`. Uses --epochs repeats.
+    /// Instead of models: measure memory bandwidth, the random-read (latency) limit, and the
+    /// aggregation kernels against both on this graph (default csbm:1000000); see
+    /// `commands/roofline.rs`. Outputs go into reused pages, as STREAM's arrays do
+    /// (WORKBOOK_KEEP_BUFFERS=0: fresh pages). Uses --epochs repeats.
     #[arg(long, num_args = 0..=1, default_missing_value = "csbm:1000000", value_name = "DATASET")]
     roofline: Option<String>,
     /// karate, cora, citeseer, csbm:<nodes> or knn:<nodes>, optionally with @rcm or @rabbit
