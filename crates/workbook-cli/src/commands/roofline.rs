@@ -154,10 +154,11 @@ fn cpu_clock(clock: libc::clockid_t) -> f64 {
     t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 
-/// [`Timing`] of `repeats` runs of `f` (on `threads` threads) after one untimed run.
 /// Seconds each kernel runs untimed before it is measured (at least one call).
 const WARM_UP_SECONDS: f64 = 0.25;
 
+/// [`Timing`] of `repeats` runs of `f` (on `threads` threads) after [`WARM_UP_SECONDS`] of
+/// untimed ones.
 fn time(repeats: usize, threads: usize, mut f: impl FnMut() -> Result<Tensor>) -> Result<Timing> {
     // Right after a large graph is loaded, a kernel's first calls can run slower: `csr_spmm` on
     // `knn:1000000@rcm` with nothing kept took 20.8 ms in the first line and 13.7-16.0 ms for
@@ -331,13 +332,12 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
     };
     let idx = 4 * (n + 1) + 8 * e; // ptr, other, edge of one sort
 
+    // GCN: 16 channels, one weight per edge.
+    let (h, c) = (1, 16);
     // `csr_spmm` reads the neighbours' rows and each edge's weights by edge id in destination
     // order: on a graph whose edges are stored otherwise (csbm: by source) most weight reads land
     // on a random line too
-    let spmm_reads = |h: usize, c: usize| RandomReads::of_spmm(&csr, h, c);
-
-    // GCN: 16 channels, one weight per edge.
-    let (h, c) = (1, 16);
+    let reads = RandomReads::of_spmm(&csr, h, c);
     let x = randn(&[n, h, c])?;
     let w = randn(&[e, h])?;
     let s = time(repeats, threads, || Ok(csr_spmm(&x, &w, &csr)?))?;
@@ -348,7 +348,7 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         s,
         idx + 4 * e * h + 2 * 4 * n * h * c,
         1,
-        spmm_reads(h, c),
+        reads,
     );
     let ctx = Ctx {
         csr: &csr,
@@ -357,7 +357,7 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         bandwidth,
         limits,
     };
-    schedules(&ctx, h, c, &x, &w)?;
+    schedules(&ctx, h, c, &x, &w, reads)?;
     // The same width as GCNConv runs it without edge weights: each edge's weight formed from
     // deg^-1/2 of its ends, so neither the [E] weights nor the edge ids are read.
     let x_flat = x.reshape((n, h * c))?;
@@ -372,7 +372,7 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         RandomReads {
             // deg^-1/2, 4 MB for 10^6 nodes, stays in the cache
             weight_lines: 0,
-            ..spmm_reads(h, c)
+            ..reads
         },
     );
 
@@ -408,13 +408,11 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         s,
         4 * (n + 1) + 4 * e + 2 * 4 * e * h,
         0,
-        RandomReads {
-            rows: 0,
-            weight_lines: 0,
-        },
+        RandomReads::default(),
     );
     let alpha = csr_softmax(&scores, &csr)?.to_dtype(DType::F32)?;
     let s = time(repeats, threads, || Ok(csr_spmm(&x_l, &alpha, &csr)?))?;
+    let reads = RandomReads::of_spmm(&csr, h, c);
     report(
         "csr_spmm",
         h,
@@ -422,9 +420,9 @@ pub fn run(dataset: &str, repeats: usize, chosen: &Chosen) -> Result<()> {
         s,
         idx + 4 * e * h + 2 * 4 * n * h * c,
         1,
-        spmm_reads(h, c),
+        reads,
     );
-    schedules(&ctx, h, c, &x_l, &alpha)?;
+    schedules(&ctx, h, c, &x_l, &alpha, reads)?;
     Ok(())
 }
 
@@ -483,7 +481,7 @@ impl Limits {
 }
 
 /// The reads a kernel makes at random: node rows, and lines of edge weights.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct RandomReads {
     rows: usize,
     weight_lines: usize,
@@ -526,8 +524,16 @@ fn random_reads(ids: &[u32], bytes: usize) -> usize {
 /// the one it would choose for a graph without locality ([`GatherSchedule::scattered`]), any
 /// swept ones (the environment's, see [`sweep_values`]), and then the first two again on copies
 /// of `x` and `w` advised into 2 MiB pages (`MADV_HUGEPAGE` + `MADV_COLLAPSE`), and the default
-/// once more on 4 KiB pages; one `"spmm_schedule"` line each.
-fn schedules(ctx: &Ctx, h: usize, c: usize, x: &Tensor, w: &Tensor) -> Result<()> {
+/// once more on 4 KiB pages; one `"spmm_schedule"` line each, against the latency limit of
+/// `random` ([`RandomReads::of_spmm`] at this width).
+fn schedules(
+    ctx: &Ctx,
+    h: usize,
+    c: usize,
+    x: &Tensor,
+    w: &Tensor,
+    random: RandomReads,
+) -> Result<()> {
     let before = GatherSchedule::new(8, 1)?;
     // what `csr_spmm` itself chooses for this graph and width, and its choice for a graph
     // without locality
@@ -562,7 +568,6 @@ fn schedules(ctx: &Ctx, h: usize, c: usize, x: &Tensor, w: &Tensor) -> Result<()
     }
     let (n, e) = (ctx.csr.num_nodes(), ctx.csr.num_edges());
     let bytes_min = 4 * (n + 1) + 8 * e + 4 * e * h + 2 * 4 * n * h * c;
-    let random = RandomReads::of_spmm(ctx.csr, h, c);
     let latency_bound = ctx.limits.seconds(
         random.rows,
         row_bytes.next_multiple_of(64),
