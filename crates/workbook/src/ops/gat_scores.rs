@@ -120,9 +120,8 @@ trait EdgeScores8x8: Real {
         att: &[Self],
         slope: Self,
         se: &mut [Self],
-        vector: bool,
+        _vector: bool,
     ) {
-        let _ = vector;
         edge_scores_fixed::<Self, 64, 8>(lj, ri, att, slope, se);
     }
 }
@@ -131,7 +130,7 @@ impl EdgeScores8x8 for f64 {}
 
 impl EdgeScores8x8 for f32 {
     fn vector_code() -> bool {
-        super::gat_scores_8x8::available()
+        super::kernel_support::avx()
     }
 
     fn edge_scores_8x8(
@@ -745,7 +744,8 @@ mod cuda {
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     //! [`super::super::gat_scores_8x8`]'s vector code against the portable loop.
-    use super::super::gat_scores_8x8::{available, edge_scores};
+    use super::super::gat_scores_8x8::edge_scores;
+    use super::super::kernel_support::avx;
     use super::edge_scores_fixed;
 
     /// What the portable loop gives for one edge.
@@ -757,7 +757,7 @@ mod tests {
 
     #[test]
     fn the_vector_code_gives_the_portable_loops_bits() {
-        if !available() {
+        if !avx() {
             eprintln!("skipped: this CPU has no AVX");
             return;
         }
@@ -788,7 +788,7 @@ mod tests {
 
     #[test]
     fn each_head_lands_in_its_own_place_and_zero_and_nan_behave_as_in_the_loop() {
-        if !available() {
+        if !avx() {
             eprintln!("skipped: this CPU has no AVX");
             return;
         }

@@ -14,13 +14,9 @@
 //! keep the portable loop, and so does a CPU without AVX (checked once per call of the op). The
 //! tests, against the portable loop bit for bit, are in `gat_scores.rs`, which owns that loop.
 
-/// Whether this CPU runs [`edge_scores`]'s vector code.
-pub(super) fn available() -> bool {
-    super::kernel_support::avx()
-}
-
 /// `se[h] = Σ_c att[h, c] · LeakyReLU(ri[h, c] + lj[h, c])` for 8 heads of 8, the sum over `c`
-/// as the balanced tree of the portable loop. The caller checked [`available`].
+/// as the balanced tree of the portable loop. The caller checked
+/// [`avx`](super::kernel_support::avx).
 #[cfg(target_arch = "x86_64")]
 pub(super) fn edge_scores(
     lj: &[f32; 64],
@@ -29,8 +25,8 @@ pub(super) fn edge_scores(
     slope: f32,
     se: &mut [f32; 8],
 ) {
-    debug_assert!(available());
-    // SAFETY: `available()` said this CPU has AVX, the only feature `avx_edge_scores` enables;
+    debug_assert!(super::kernel_support::avx());
+    // SAFETY: `avx()` said this CPU has AVX, the only feature `avx_edge_scores` enables;
     // the arguments are fixed-size arrays, so every load and store below is in bounds.
     unsafe { avx_edge_scores(lj, ri, att, slope, se) }
 }
