@@ -122,9 +122,19 @@ pub fn release_kept_buffers() {
         align: 1,
     }; KEPT_SLOTS];
     let n = kept().release_all(&mut out);
-    for b in &out[..n] {
-        // SAFETY: each block is a mapping of this size from `mapped_buffers` whose owner freed
-        // it; `release_all` hands each kept block out once, and it is no longer kept.
+    // SAFETY: every kept block is a mapping of its size from `mapped_buffers` whose owner freed
+    // it, and `release_all` hands each out once, no longer kept.
+    unsafe { release(&out[..n]) }
+}
+
+/// Unmaps the blocks the bookkeeping let go of, outside its lock.
+///
+/// # Safety
+/// Each block is a live mapping of its size from [`mapped_buffers`] that its owner freed,
+/// nothing uses, and nothing else will release.
+unsafe fn release(blocks: &[Block]) {
+    for b in blocks {
+        // SAFETY: the caller's contract.
         unsafe { mapped_buffers::unmap(b.ptr as *mut u8, b.size) }
     }
 }
@@ -218,11 +228,9 @@ unsafe impl GlobalAlloc for HugePageAlloc {
         } else {
             1
         };
-        for b in &out[..n] {
-            // SAFETY: each block is a mapping of this size from `mapped_buffers`, freed by its
-            // owner; `keep` releases a block exactly once, and an unkept one is released here.
-            unsafe { mapped_buffers::unmap(b.ptr as *mut u8, b.size) }
-        }
+        // SAFETY: each block is a mapping of this size from `mapped_buffers`, freed by its
+        // owner; `keep` releases a block exactly once, and an unkept one is released here.
+        unsafe { release(&out[..n]) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
