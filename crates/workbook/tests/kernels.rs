@@ -346,12 +346,12 @@ fn heads_side_by_side_equal_the_three_dimensional_form() {
 /// with AVX, 256-bit) code.
 #[test]
 fn every_gather_schedule_gives_the_composed_sums_bit_for_bit() {
+    let g = random_graph(21, 301, 2500);
+    let csr = Arc::new(Csr::new(&g.src, &g.dst, g.n, &Device::Cpu).unwrap());
     for (dtype, (h, c)) in [DType::F32, DType::F64]
         .into_iter()
         .flat_map(|d| [(2, 3), (1, 16), (8, 8)].map(|hc| (d, hc)))
     {
-        let g = random_graph(21, 301, 2500);
-        let csr = Arc::new(Csr::new(&g.src, &g.dst, g.n, &Device::Cpu).unwrap());
         let x = randn(&[g.n, h, c], dtype, 22);
         let w = randn(&[g.src.len(), h], dtype, 23);
         let messages = x
